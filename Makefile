@@ -1,0 +1,62 @@
+# leave-copilot bundle — `make help` lists the targets.
+.DEFAULT_GOAL := help
+SHELL := /bin/bash
+
+PYTHON ?= python3
+UV_VERSION := 0.13.9
+TOOLS := .tools
+UV := $(TOOLS)/bin/uv
+VENV := .venv
+PY := $(VENV)/bin/python
+# The locked environment is rebuilt only when the lock or project file changes.
+SYNCED := $(VENV)/.synced-$(shell cat uv.lock pyproject.toml 2>/dev/null | cksum | cut -d' ' -f1)
+
+.PHONY: help
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+$(UV):
+	$(PYTHON) -m venv $(TOOLS)
+	$(TOOLS)/bin/pip install --quiet uv==$(UV_VERSION)
+
+$(SYNCED): uv.lock pyproject.toml | $(UV)
+	UV_PROJECT_ENVIRONMENT=$(VENV) $(UV) sync --frozen --all-extras --python $(PYTHON)
+	rm -f $(VENV)/.synced-* && touch $@
+
+.PHONY: install
+install: $(SYNCED) ## create .venv with the locked dependencies
+
+.PHONY: test
+test: $(SYNCED) ## run the whole default test suite
+	$(PY) -m pytest
+
+.PHONY: test-slow
+test-slow: $(SYNCED) ## run the slow end-to-end tier too
+	$(PY) -m pytest -m "slow or not slow"
+
+.PHONY: lint
+lint: $(SYNCED) ## ruff lint and format check
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+.PHONY: format
+format: $(SYNCED) ## apply ruff fixes and formatting
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+.PHONY: lock
+lock: | $(UV) ## re-resolve uv.lock after changing pyproject.toml
+	$(UV) lock
+
+.PHONY: mcp-server
+mcp-server: $(SYNCED) ## seed the demo database and serve the MCP server on :8090
+	$(PY) -m mcp_server seed
+	$(PY) -m mcp_server
+
+.PHONY: bench-mcp
+bench-mcp: $(SYNCED) ## benchmark MCP tool-call round trips (prints p50/p99, calls/s)
+	$(PY) benchmarks/mcp_roundtrip.py
+
+.PHONY: clean
+clean: ## remove the virtual environments and local state
+	rm -rf $(VENV) $(TOOLS) var .pytest_cache .ruff_cache

@@ -1,0 +1,66 @@
+"""`python -m mcp_server` serves; `python -m mcp_server seed` writes the demo data."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from pydantic import ValidationError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m mcp_server", description=__doc__)
+    commands = parser.add_subparsers(dest="command")
+    commands.add_parser("serve", help="serve MCP over Streamable HTTP (the default)")
+    seed_cmd = commands.add_parser("seed", help="create the demo employees, leaves and tokens")
+    seed_cmd.add_argument("--reset", action="store_true", help="drop all data first")
+    token_cmd = commands.add_parser("issue-token", help="issue a bearer token for an employee")
+    token_cmd.add_argument("employee_id")
+    args = parser.parse_args(argv)
+
+    from .settings import ServerSettings
+
+    try:
+        settings = ServerSettings()
+    except ValidationError as exc:
+        for error in exc.errors():
+            print(f"configuration error: {error['msg']}", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
+
+    from .storage import Database
+
+    if args.command == "seed":
+        from .seed import seed
+
+        created = seed(Database(settings.database_url), reset=args.reset)
+        print("demo data created" if created else "demo data already present; use --reset")
+        return 0
+    if args.command == "issue-token":
+        from .leaves import LeaveService
+
+        database = Database(settings.database_url)
+        database.create_schema()
+        print(LeaveService(database).issue_token(args.employee_id))
+        return 0
+
+    import uvicorn
+
+    from .app import create_app
+
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level.lower(),
+        # Tokens travel in headers, never in URLs, so access logs stay free of secrets.
+        access_log=False,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""The ASGI app: MCP at /mcp (behind bearer auth), plus /healthz, /readyz and /metrics."""
+
+from __future__ import annotations
+
+import anyio.to_thread
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.transport_security import TransportSecuritySettings
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .auth import EmployeeTokenVerifier
+from .leaves import LeaveService
+from .metrics import ServerMetrics
+from .settings import ServerSettings
+from .storage import Database
+from .tools import build_server
+
+
+class CountAuthFailures:
+    """Counts the SDK's 401 answers by reason, without touching the response."""
+
+    def __init__(self, app: ASGIApp, metrics: ServerMetrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        has_token = any(
+            name == b"authorization" and value.lower().startswith(b"bearer ")
+            for name, value in scope.get("headers", [])
+        )
+
+        async def counting_send(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] == 401:
+                self.metrics.auth_failures.labels("invalid" if has_token else "missing").inc()
+            await send(message)
+
+        await self.app(scope, receive, counting_send)
+
+
+def transport_security(settings: ServerSettings) -> TransportSecuritySettings:
+    if "*" in settings.allowed_hosts:  # explicit opt-out, refused in production by settings
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=settings.allowed_hosts,
+        allowed_origins=settings.allowed_origins,
+    )
+
+
+def create_app(settings: ServerSettings, database: Database | None = None) -> ASGIApp:
+    database = database or Database(settings.database_url)
+    database.create_schema()
+    service = LeaveService(database, production=settings.is_production)
+    metrics = ServerMetrics()
+    key = settings.elicitation_state_key
+    server = build_server(
+        service,
+        metrics,
+        language=settings.language,
+        elicitation_state_key=key.get_secret_value() if key else None,
+        token_verifier=EmployeeTokenVerifier(service),
+        auth=AuthSettings(
+            issuer_url=settings.base_url,
+            resource_server_url=f"{settings.base_url}/mcp",
+            validate_token_resource=False,
+        ),
+    )
+
+    @server.custom_route("/healthz", methods=["GET"])
+    async def healthz(_: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    @server.custom_route("/readyz", methods=["GET"])
+    async def readyz(_: Request) -> Response:
+        try:
+            await anyio.to_thread.run_sync(database.ping)
+        except Exception as exc:  # the reason, not the stack: it is a public endpoint
+            return JSONResponse(
+                {"status": "unavailable", "database": type(exc).__name__}, status_code=503
+            )
+        return JSONResponse({"status": "ready", "database": "ok"})
+
+    @server.custom_route("/metrics", methods=["GET"])
+    async def prometheus_metrics(_: Request) -> Response:
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    app = server.streamable_http_app(
+        streamable_http_path="/mcp",
+        transport_security=transport_security(settings),
+        host=settings.host,
+    )
+    return CountAuthFailures(app, metrics)

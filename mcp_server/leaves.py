@@ -1,0 +1,402 @@
+"""The leave rules, independent of MCP: who may see and change which leave, and how.
+
+Every method takes the acting employee's id, scopes every read to what that employee may see,
+and raises `Refusal` when a rule says no. State changes are one transaction each, with a
+compare-and-set on the old status and an audit entry.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import secrets
+
+from sqlalchemy import or_, select, update
+from sqlalchemy.orm import Session
+
+from .messages import Refusal
+from .schemas import BalanceLine, BalanceResult, LeaveView
+from .storage import ApiToken, AuditEntry, Balance, Database, Employee, Leave, utcnow
+
+HOURS_PER_DAY = 8
+MAX_SEARCH_RESULTS = 20
+
+# canonical type -> aliases a model or a person may use
+LEAVE_TYPES: dict[str, tuple[str, ...]] = {
+    "特休": ("annual", "特別休假", "年假", "vacation"),
+    "病假": ("sick",),
+    "事假": ("personal",),
+    "補休": ("compensatory", "comp"),
+}
+_TYPE_LOOKUP = {
+    alias.casefold(): canonical
+    for canonical, aliases in LEAVE_TYPES.items()
+    for alias in (canonical, *aliases)
+}
+UPDATABLE_STATUSES = ("submitted", "approved", "rejected")
+ALL_STATUSES = ("draft", "submitted", "approved", "rejected", "cancelled")
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def new_leave_id() -> str:
+    return f"LV-{secrets.token_hex(3)}"
+
+
+def canonical_leave_type(value: str) -> str | None:
+    return _TYPE_LOOKUP.get(value.strip().casefold())
+
+
+def working_days(start: dt.date, end: dt.date) -> int:
+    return sum(1 for i in range((end - start).days + 1) if (start + dt.timedelta(i)).weekday() < 5)
+
+
+def parse_date(value: str) -> dt.date:
+    try:
+        return dt.date.fromisoformat(value.strip())
+    except (ValueError, AttributeError):
+        raise Refusal("invalid_date", value=value) from None
+
+
+class LeaveService:
+    def __init__(self, db: Database, *, production: bool = False) -> None:
+        self.db = db
+        self.production = production
+
+    # -- identity -----------------------------------------------------------------------
+
+    def employee_for_token(self, token: str) -> str | None:
+        """The employee a bearer token belongs to; demo tokens are dead in production."""
+        with self.db.read() as s:
+            row = s.get(ApiToken, hash_token(token))
+            if row is None or (row.is_demo and self.production):
+                return None
+            return row.employee_id
+
+    def issue_token(self, employee_id: str, *, demo: bool = False, token: str | None = None) -> str:
+        token = token or secrets.token_urlsafe(32)
+        with self.db.write() as s:
+            if s.get(Employee, employee_id) is None:
+                raise ValueError(f"no employee {employee_id}")
+            s.merge(ApiToken(token_sha256=hash_token(token), employee_id=employee_id, is_demo=demo))
+        return token
+
+    # -- reads --------------------------------------------------------------------------
+
+    def search(self, actor_id: str, keyword: str, status: str | None) -> list[LeaveView]:
+        if status is not None and status not in ALL_STATUSES:
+            raise Refusal("invalid_status", requested=status)
+        terms = [t.casefold() for t in keyword.split()]
+        with self.db.read() as s:
+            actor = self._employee(s, actor_id)
+            rows = s.execute(
+                select(Leave, Employee)
+                .join(Employee, Leave.employee_id == Employee.id)
+                .where(or_(Leave.employee_id == actor.id, Employee.manager_id == actor.id))
+                .order_by(Leave.start_date.desc())
+            ).all()
+            found = []
+            for leave, owner in rows:
+                if status and leave.status != status:
+                    continue
+                haystack = " ".join(
+                    (
+                        leave.id,
+                        leave.reason,
+                        leave.leave_type,
+                        *LEAVE_TYPES.get(leave.leave_type, ()),
+                        leave.start_date.isoformat(),
+                        leave.end_date.isoformat(),
+                        owner.name,
+                    )
+                ).casefold()
+                if all(term in haystack for term in terms):
+                    found.append(self._view(leave, owner, actor))
+            return found[:MAX_SEARCH_RESULTS]
+
+    def balance(self, actor_id: str) -> BalanceResult:
+        with self.db.read() as s:
+            actor = self._employee(s, actor_id)
+            rows = s.scalars(select(Balance).where(Balance.employee_id == actor.id)).all()
+            by_type = {b.leave_type: b.remaining_days for b in rows}
+            lines = [
+                BalanceLine(
+                    leave_type=t,
+                    remaining_days=by_type.get(t, 0.0),
+                    remaining_hours=by_type.get(t, 0.0) * HOURS_PER_DAY,
+                )
+                for t in LEAVE_TYPES
+            ]
+            return BalanceResult(employee_id=actor.id, employee_name=actor.name, balances=lines)
+
+    def visible_leave(self, actor_id: str, leave_id: str) -> LeaveView:
+        with self.db.read() as s:
+            actor = self._employee(s, actor_id)
+            leave, owner = self._visible(s, actor, leave_id)
+            return self._view(leave, owner, actor)
+
+    # -- writes -------------------------------------------------------------------------
+
+    def create(
+        self, actor_id: str, leave_type: str, start_date: str, end_date: str, reason: str
+    ) -> LeaveView:
+        canonical = canonical_leave_type(leave_type)
+        if canonical is None:
+            raise Refusal("invalid_leave_type", value=leave_type, allowed="、".join(LEAVE_TYPES))
+        start, end = parse_date(start_date), parse_date(end_date)
+        if end < start:
+            raise Refusal("end_before_start", start_date=start, end_date=end)
+        days = working_days(start, end)
+        if days == 0:
+            raise Refusal("no_working_days", start_date=start, end_date=end)
+        reason = reason.strip()
+        if not 1 <= len(reason) <= 200:
+            raise Refusal("invalid_reason")
+        with self.db.write() as s:
+            actor = self._employee(s, actor_id)
+            clash = s.scalars(
+                select(Leave).where(
+                    Leave.employee_id == actor.id,
+                    Leave.status.not_in(("cancelled", "rejected")),
+                    Leave.start_date <= end,
+                    Leave.end_date >= start,
+                )
+            ).first()
+            if clash is not None:
+                raise Refusal(
+                    "overlap",
+                    other_id=clash.id,
+                    other_start=clash.start_date,
+                    other_end=clash.end_date,
+                    other_status=clash.status,
+                )
+            leave_id = new_leave_id()
+            while s.get(Leave, leave_id) is not None:
+                leave_id = new_leave_id()
+            leave = Leave(
+                id=leave_id,
+                employee_id=actor.id,
+                leave_type=canonical,
+                start_date=start,
+                end_date=end,
+                days=float(days),
+                status="draft",
+                reason=reason,
+            )
+            s.add(leave)
+            s.add(self._audit(leave_id, actor.id, "create_leave", None, "draft", None, "applied"))
+            s.flush()
+            return self._view(leave, actor, actor)
+
+    def change_status(self, actor_id: str, leave_id: str, requested: str) -> tuple[str, LeaveView]:
+        """Move a leave exactly one step forward; returns the old status and the new view."""
+        requested = requested.strip().lower()
+        with self.db.write() as s:
+            actor = self._employee(s, actor_id)
+            leave, owner = self._visible(s, actor, leave_id)
+            current = leave.status
+            if requested not in UPDATABLE_STATUSES:
+                if current == "approved":
+                    raise Refusal("use_cancel_tool", leave_id=leave.id, current=current)
+                raise Refusal("invalid_status", requested=requested)
+            allowed = self._next_steps(leave, owner, actor)
+            if requested not in allowed:
+                self._refuse_step(leave, owner, actor, requested, allowed)
+            if requested == "approved":
+                self._deduct(s, leave)
+            self._compare_and_set(s, leave, current, requested)
+            s.add(
+                self._audit(
+                    leave.id, actor.id, "update_leave_status", current, requested, None, "applied"
+                )
+            )
+            return current, self._view(leave, owner, actor)
+
+    def check_cancellable(self, actor_id: str, leave_id: str) -> LeaveView:
+        """Raises unless the actor may cancel this approved leave (run before asking the human)."""
+        with self.db.read() as s:
+            actor = self._employee(s, actor_id)
+            leave, owner = self._visible(s, actor, leave_id)
+            self._require_cancellable(leave, actor)
+            return self._view(leave, owner, actor)
+
+    def cancel_approved(self, actor_id: str, leave_id: str) -> LeaveView:
+        """approved → cancelled, restoring the balance. Call only after an accepted confirmation."""
+        with self.db.write() as s:
+            actor = self._employee(s, actor_id)
+            leave, owner = self._visible(s, actor, leave_id)
+            self._require_cancellable(leave, actor)
+            self._compare_and_set(s, leave, "approved", "cancelled")
+            s.execute(
+                update(Balance)
+                .where(
+                    Balance.employee_id == leave.employee_id, Balance.leave_type == leave.leave_type
+                )
+                .values(remaining_days=Balance.remaining_days + leave.days)
+            )
+            s.add(
+                self._audit(
+                    leave.id,
+                    actor.id,
+                    "cancel_approved_leave",
+                    "approved",
+                    "cancelled",
+                    "accepted",
+                    "applied",
+                )
+            )
+            return self._view(leave, owner, actor)
+
+    def record_unconfirmed(self, actor_id: str, leave_id: str, confirmation: str) -> None:
+        """Audit a declined or abandoned confirmation; the leave itself is not touched."""
+        with self.db.write() as s:
+            leave = s.get(Leave, leave_id)
+            status = leave.status if leave else None
+            s.add(
+                self._audit(
+                    leave_id,
+                    actor_id,
+                    "cancel_approved_leave",
+                    status,
+                    status,
+                    confirmation,
+                    "not_applied",
+                )
+            )
+
+    def audit_trail(self, leave_id: str) -> list[AuditEntry]:
+        with self.db.read() as s:
+            return list(
+                s.scalars(
+                    select(AuditEntry)
+                    .where(AuditEntry.leave_id == leave_id)
+                    .order_by(AuditEntry.id)
+                )
+            )
+
+    # -- helpers ------------------------------------------------------------------------
+
+    @staticmethod
+    def _employee(s: Session, employee_id: str) -> Employee:
+        employee = s.get(Employee, employee_id)
+        if employee is None:
+            raise LookupError(f"token maps to missing employee {employee_id}")
+        return employee
+
+    @staticmethod
+    def _visible(s: Session, actor: Employee, leave_id: str) -> tuple[Leave, Employee]:
+        """The leave if the actor owns it or manages its owner; else indistinguishable from
+        a leave that does not exist."""
+        leave = s.get(Leave, leave_id.strip()) if isinstance(leave_id, str) else None
+        owner = s.get(Employee, leave.employee_id) if leave else None
+        if leave is None or owner is None or actor.id not in (owner.id, owner.manager_id):
+            raise Refusal("unknown_leave_id", leave_id=leave_id)
+        return leave, owner
+
+    @staticmethod
+    def _next_steps(leave: Leave, owner: Employee, actor: Employee) -> list[str]:
+        if leave.status == "draft" and actor.id == owner.id:
+            return ["submitted"]
+        if leave.status == "submitted" and actor.id == owner.manager_id and actor.id != owner.id:
+            return ["approved", "rejected"]
+        return []
+
+    @staticmethod
+    def _refuse_step(
+        leave: Leave, owner: Employee, actor: Employee, requested: str, allowed: list[str]
+    ) -> None:
+        status = leave.status
+        if status == "approved":
+            raise Refusal("use_cancel_tool", leave_id=leave.id, current=status)
+        if status == "draft" and actor.id != owner.id and requested == "submitted":
+            raise Refusal("forbidden", why="owner_only_submit")
+        if status == "submitted" and requested in ("approved", "rejected"):
+            why = "self_approval" if actor.id == owner.id else "manager_only_decide"
+            raise Refusal("forbidden", why=why)
+        # Name the step that IS allowed for this leave, whoever may take it.
+        natural = {"draft": ["submitted"], "submitted": ["approved", "rejected"]}.get(status, [])
+        raise Refusal(
+            "wrong_step",
+            leave_id=leave.id,
+            current=status,
+            requested=requested,
+            allowed=allowed or natural,
+        )
+
+    @staticmethod
+    def _require_cancellable(leave: Leave, actor: Employee) -> None:
+        if leave.status != "approved":
+            raise Refusal("not_cancellable", leave_id=leave.id, current=leave.status)
+        if leave.employee_id != actor.id:
+            raise Refusal("forbidden", why="owner_only_cancel")
+
+    @staticmethod
+    def _deduct(s: Session, leave: Leave) -> None:
+        result = s.execute(
+            update(Balance)
+            .where(
+                Balance.employee_id == leave.employee_id,
+                Balance.leave_type == leave.leave_type,
+                Balance.remaining_days >= leave.days,
+            )
+            .values(remaining_days=Balance.remaining_days - leave.days)
+        )
+        if result.rowcount != 1:
+            balance = s.get(Balance, (leave.employee_id, leave.leave_type))
+            raise Refusal(
+                "insufficient_balance",
+                leave_type=leave.leave_type,
+                remaining=balance.remaining_days if balance else 0,
+                leave_id=leave.id,
+                days=leave.days,
+            )
+
+    @staticmethod
+    def _compare_and_set(s: Session, leave: Leave, old: str, new: str) -> None:
+        result = s.execute(
+            update(Leave)
+            .where(Leave.id == leave.id, Leave.status == old)
+            .values(status=new, updated_at=utcnow())
+            .execution_options(synchronize_session=False)
+        )
+        if result.rowcount != 1:  # someone else moved it first; the transaction rolls back
+            current = s.scalar(select(Leave.status).where(Leave.id == leave.id))
+            raise Refusal("conflict", leave_id=leave.id, current=current or old)
+        leave.status = new
+
+    @staticmethod
+    def _audit(
+        leave_id: str,
+        actor_id: str,
+        tool: str,
+        from_status: str | None,
+        to_status: str | None,
+        confirmation: str | None,
+        outcome: str,
+    ) -> AuditEntry:
+        return AuditEntry(
+            leave_id=leave_id,
+            actor_id=actor_id,
+            tool=tool,
+            from_status=from_status,
+            to_status=to_status,
+            confirmation=confirmation,
+            outcome=outcome,
+        )
+
+    def _view(self, leave: Leave, owner: Employee, actor: Employee) -> LeaveView:
+        return LeaveView(
+            leave_id=leave.id,
+            employee_id=owner.id,
+            employee_name=owner.name,
+            leave_type=leave.leave_type,
+            start_date=leave.start_date.isoformat(),
+            end_date=leave.end_date.isoformat(),
+            days=leave.days,
+            hours=leave.days * HOURS_PER_DAY,
+            status=leave.status,
+            reason=leave.reason,
+            next_steps=self._next_steps(leave, owner, actor),
+        )

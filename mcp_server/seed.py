@@ -1,0 +1,78 @@
+"""Demo data: one manager, two employees, leaves with zh-TW reasons, and demo tokens."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from sqlalchemy import select
+
+from .leaves import hash_token, new_leave_id, working_days
+from .storage import ApiToken, Balance, Base, Database, Employee, Leave
+
+DEMO_TOKENS = {
+    "demo-token-employee": "E001",
+    "demo-token-other": "E002",
+    "demo-token-manager": "M001",
+}
+EMPLOYEES = [
+    ("M001", "陳美玲", None),
+    ("E001", "王小明", "M001"),
+    ("E002", "李小華", "M001"),
+]
+START_BALANCE = {"特休": 14.0, "病假": 30.0, "事假": 14.0, "補休": 2.0}
+
+# (owner, type, weeks from the coming Monday, weekday offset, length in days, status, reason)
+LEAVES = [
+    ("E001", "特休", 3, 0, 3, "draft", "家庭旅遊，去花蓮三天"),
+    ("E001", "特休", 5, 3, 2, "approved", "回台南參加表妹婚禮"),
+    ("E001", "病假", 1, 2, 1, "submitted", "牙齒矯正回診"),
+    ("E001", "事假", -2, 1, 1, "rejected", "處理房屋過戶"),
+    ("E002", "事假", 2, 0, 1, "submitted", "搬家"),
+    ("E002", "特休", 4, 4, 1, "approved", "參加弟弟的畢業典禮"),
+    ("E002", "補休", 6, 1, 1, "draft", "加班補休"),
+    ("M001", "特休", 7, 0, 2, "approved", "年度健康檢查與休養"),
+]
+
+
+def seed(db: Database, *, reset: bool = False, today: dt.date | None = None) -> bool:
+    """Create the demo data. Returns False (and changes nothing) when data already exists."""
+    if reset:
+        Base.metadata.drop_all(db.engine)
+    db.create_schema()
+    today = today or dt.date.today()
+    monday = today + dt.timedelta(days=7 - today.weekday())
+    with db.write() as s:
+        if s.scalars(select(Employee).limit(1)).first() is not None:
+            return False
+        for employee_id, name, manager_id in EMPLOYEES:
+            s.add(Employee(id=employee_id, name=name, manager_id=manager_id))
+        s.flush()
+        balances = {e: dict(START_BALANCE) for e, _, _ in EMPLOYEES}
+        for owner, leave_type, weeks, offset, length, status, reason in LEAVES:
+            start = monday + dt.timedelta(weeks=weeks, days=offset)
+            end = start + dt.timedelta(days=length - 1)
+            days = float(working_days(start, end))
+            s.add(
+                Leave(
+                    id=new_leave_id(),
+                    employee_id=owner,
+                    leave_type=leave_type,
+                    start_date=start,
+                    end_date=end,
+                    days=days,
+                    status=status,
+                    reason=reason,
+                )
+            )
+            if status == "approved":
+                balances[owner][leave_type] -= days
+        for employee_id, by_type in balances.items():
+            for leave_type, remaining in by_type.items():
+                s.add(
+                    Balance(
+                        employee_id=employee_id, leave_type=leave_type, remaining_days=remaining
+                    )
+                )
+        for token, employee_id in DEMO_TOKENS.items():
+            s.add(ApiToken(token_sha256=hash_token(token), employee_id=employee_id, is_demo=True))
+    return True

@@ -1,0 +1,73 @@
+"""Settings of the leave MCP server, read once from `MCP_*` environment variables."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+# Placeholders shipped in examples; a production server refuses to start with any of them.
+KNOWN_DEFAULT_SECRETS = frozenset(
+    {
+        "change-me-to-64-hex-characters-from-secrets-token-hex-32-xxxxxxxx",
+        "dev-elicitation-state-key-not-for-production-use-000000",
+    }
+)
+
+LOOPBACK_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+LOOPBACK_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+
+
+class ServerSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="MCP_", extra="ignore")
+
+    host: str = Field("127.0.0.1", description="Interface to bind; 0.0.0.0 only in containers.")
+    port: int = Field(8090, ge=1, le=65535)
+    database_url: str = Field("sqlite:///var/leave.db", description="SQLAlchemy URL.")
+    env: Literal["development", "production"] = "development"
+    language: Literal["zh-TW", "en"] = Field("zh-TW", description="Language of tool messages.")
+    # Host headers the DNS-rebinding guard accepts; add the compose service name or proxy host.
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: list(LOOPBACK_HOSTS), description="Comma-separated."
+    )
+    allowed_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: list(LOOPBACK_ORIGINS), description="Comma-separated."
+    )
+    # Seals elicitation state between rounds; share it across workers/replicas.
+    elicitation_state_key: SecretStr | None = None
+    public_url: str | None = Field(
+        None, description="Externally visible base URL, used in auth metadata."
+    )
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    @field_validator("allowed_hosts", "allowed_origins", mode="before")
+    @classmethod
+    def _split_commas(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [item.strip() for item in value.split(",") if item.strip()]
+        return value
+
+    @model_validator(mode="after")
+    def _refuse_unsafe_production(self) -> ServerSettings:
+        if self.env != "production":
+            return self
+        key = self.elicitation_state_key.get_secret_value() if self.elicitation_state_key else ""
+        if not key or key in KNOWN_DEFAULT_SECRETS:
+            raise ValueError(
+                "MCP_ENV=production needs MCP_ELICITATION_STATE_KEY set to a fresh secret "
+                '(python -c "import secrets; print(secrets.token_hex(32))")'
+            )
+        if len(key) < 32:
+            raise ValueError("MCP_ELICITATION_STATE_KEY must be at least 32 characters")
+        if any(h.strip() in {"*", "*:*"} for h in self.allowed_hosts):
+            raise ValueError("MCP_ALLOWED_HOSTS may not contain a bare wildcard in production")
+        return self
+
+    @property
+    def is_production(self) -> bool:
+        return self.env == "production"
+
+    @property
+    def base_url(self) -> str:
+        return self.public_url or f"http://{self.host}:{self.port}"

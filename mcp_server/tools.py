@@ -1,0 +1,257 @@
+"""The leave tools as an MCP server. Names are fixed: the fine-tuned model was trained on them."""
+
+# No `from __future__ import annotations`: the SDK reads these signatures at runtime, and
+# `Resolve(ask_to_cancel)` names a closure variable that a string annotation could not see.
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import anyio.to_thread
+from mcp.server.mcpserver import (
+    AcceptedElicitation,
+    CancelledElicitation,
+    Elicit,
+    ElicitationResult,
+    MCPServer,
+    RequestStateSecurity,
+    Resolve,
+)
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field
+
+from .auth import current_employee_id
+from .leaves import LeaveService
+from .messages import CONFIRM_QUESTION, Refusal
+from .metrics import ServerMetrics
+from .schemas import BalanceResult, CancelResult, LeaveView, SearchResult, StatusChange
+
+logger = logging.getLogger(__name__)
+
+SERVER_NAME = "leave-mcp"
+INSTRUCTIONS = (
+    "Leave and attendance tools. Always search_leaves to get a leave's real ID before changing "
+    "it; statuses move one step at a time (draft → submitted → approved/rejected); cancelling "
+    "an approved leave needs the user's confirmation, and after a decline do not try another way."
+)
+
+
+class CancelConfirmation(BaseModel):
+    confirm: bool = Field(description="true to cancel the approved leave, false to keep it")
+
+
+@dataclass(frozen=True)
+class _Refused:
+    """A resolver's answer when there is nothing to ask: the rule already said no."""
+
+    refusal: Refusal
+
+
+class _NotAuthenticated(Exception):
+    pass
+
+
+def build_server(
+    service: LeaveService,
+    metrics: ServerMetrics,
+    *,
+    language: str = "zh-TW",
+    elicitation_state_key: str | None = None,
+    token_verifier: Any = None,
+    auth: Any = None,
+) -> MCPServer:
+    security = RequestStateSecurity(keys=[elicitation_state_key]) if elicitation_state_key else None
+    server = MCPServer(
+        SERVER_NAME,
+        instructions=INSTRUCTIONS,
+        version="0.1.0",
+        token_verifier=token_verifier,
+        auth=auth,
+        request_state_security=security,
+    )
+
+    def actor() -> str:
+        employee_id = current_employee_id()
+        if employee_id is None:
+            raise _NotAuthenticated
+        return employee_id
+
+    def ok(model: BaseModel) -> CallToolResult:
+        data = model.model_dump(mode="json")
+        text = json.dumps(data, ensure_ascii=False)
+        return CallToolResult(
+            content=[TextContent(type="text", text=text)], structured_content=data
+        )
+
+    def refused(tool: str, refusal: Refusal) -> CallToolResult:
+        text = refusal.render(language)
+        metrics.rule_refusals.labels(refusal.rule).inc()
+        outcome = "declined" if refusal.rule == "declined" else "refused"
+        metrics.tool_calls.labels(tool, outcome).inc()
+        return CallToolResult(
+            content=[TextContent(type="text", text=text)],
+            structured_content={"error": {"code": refusal.code, "message": text}},
+            is_error=True,
+        )
+
+    def failed(tool: str, code: str = "internal_error") -> CallToolResult:
+        metrics.tool_calls.labels(tool, "error").inc()
+        text = Refusal(code).render(language)
+        return CallToolResult(
+            content=[TextContent(type="text", text=text)],
+            structured_content={"error": {"code": code, "message": text}},
+            is_error=True,
+        )
+
+    async def run(tool: str, work: Callable[[], BaseModel]) -> CallToolResult:
+        """Run blocking rule code off the event loop; map its outcome to a tool result."""
+        started = time.perf_counter()
+        try:
+            result = await anyio.to_thread.run_sync(work)
+        except Refusal as refusal:
+            return refused(tool, refusal)
+        except _NotAuthenticated:
+            return failed(tool, "internal_error")
+        except Exception:
+            # The client sees a generic text; the detail stays in the server log.
+            logger.exception("tool %s failed", tool)
+            return failed(tool)
+        finally:
+            metrics.tool_duration.labels(tool).observe(time.perf_counter() - started)
+        metrics.tool_calls.labels(tool, "ok").inc()
+        return ok(result)
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True))
+    async def search_leaves(
+        keyword: Annotated[
+            str,
+            Field(
+                description="Words to find in the leave's reason, type or dates, e.g. 家庭旅遊, "
+                "特休 or 2026-12. Use an empty string to list all leaves."
+            ),
+        ],
+        status: Annotated[
+            str | None,
+            Field(
+                description="Only leaves in this status: draft, submitted, approved, rejected "
+                "or cancelled. Omit for all."
+            ),
+        ] = None,
+    ) -> Annotated[CallToolResult, SearchResult]:
+        """Search your leave requests (a manager also sees their direct reports' requests).
+
+        Returns each leave's real ID (LV-xxxxxx), type, dates, days and hours, status, reason and
+        the status steps you may take next. Call this before changing any leave."""
+        return await run(
+            "search_leaves",
+            lambda: _search(service, actor(), keyword, status),
+        )
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True))
+    async def get_leave_balance() -> Annotated[CallToolResult, BalanceResult]:
+        """Your remaining leave days (and hours) for each leave type."""
+        return await run("get_leave_balance", lambda: service.balance(actor()))
+
+    @server.tool(annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=False))
+    async def create_leave(
+        leave_type: Annotated[
+            str, Field(description="Leave type: 特休 (annual), 病假 (sick), 事假 (personal), 補休.")
+        ],
+        start_date: Annotated[str, Field(description="First day, YYYY-MM-DD.")],
+        end_date: Annotated[str, Field(description="Last day, YYYY-MM-DD (not before start).")],
+        reason: Annotated[str, Field(description="Why, in the user's words (1-200 characters).")],
+    ) -> Annotated[CallToolResult, LeaveView]:
+        """Create a new leave request as a draft. It is not submitted until you call
+        update_leave_status with status=submitted."""
+        return await run(
+            "create_leave",
+            lambda: service.create(actor(), leave_type, start_date, end_date, reason),
+        )
+
+    @server.tool(annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=False))
+    async def update_leave_status(
+        leave_id: Annotated[
+            str, Field(description="The real leave ID from search_leaves, e.g. LV-7f3a91.")
+        ],
+        status: Annotated[
+            str,
+            Field(
+                description="The next status: submitted (owner submits a draft), approved or "
+                "rejected (the owner's manager decides a submitted leave)."
+            ),
+        ],
+    ) -> Annotated[CallToolResult, StatusChange]:
+        """Move a leave exactly one step forward: draft → submitted by its owner; submitted →
+        approved or rejected by the owner's manager. Get the ID from search_leaves first.
+        An approved leave cannot be changed here; use cancel_approved_leave."""
+
+        def work() -> StatusChange:
+            old, view = service.change_status(actor(), leave_id, status)
+            return StatusChange(
+                leave_id=view.leave_id, from_status=old, to_status=view.status, leave=view
+            )
+
+        return await run("update_leave_status", work)
+
+    async def ask_to_cancel(leave_id: str) -> Elicit[CancelConfirmation] | _Refused:
+        # Runs again on every round of the modern protocol: reads only, same question each time.
+        try:
+            view = await anyio.to_thread.run_sync(
+                lambda: service.check_cancellable(actor(), leave_id)
+            )
+        except Refusal as refusal:
+            return _Refused(refusal)
+        question = CONFIRM_QUESTION[language].format(**view.model_dump())
+        return Elicit(question, CancelConfirmation)
+
+    @server.tool(annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=False))
+    async def cancel_approved_leave(
+        leave_id: Annotated[
+            str, Field(description="The real ID of YOUR approved leave, from search_leaves.")
+        ],
+        confirmation: Annotated[ElicitationResult[CancelConfirmation], Resolve(ask_to_cancel)],
+    ) -> Annotated[CallToolResult, CancelResult]:
+        """Cancel one of your approved leaves and restore its days to your balance. The user is
+        asked to confirm first; if they decline, nothing changes and you must not try another
+        tool to get the same effect."""
+        tool = "cancel_approved_leave"
+        if isinstance(confirmation, AcceptedElicitation) and isinstance(
+            confirmation.data, _Refused
+        ):
+            return refused(tool, confirmation.data.refusal)
+        accepted = (
+            isinstance(confirmation, AcceptedElicitation)
+            and isinstance(confirmation.data, CancelConfirmation)
+            and confirmation.data.confirm
+        )
+        if not accepted:
+            outcome = "cancelled" if isinstance(confirmation, CancelledElicitation) else "declined"
+            metrics.elicitations.labels(outcome).inc()
+            employee_id = actor()
+            await anyio.to_thread.run_sync(
+                lambda: service.record_unconfirmed(employee_id, leave_id, outcome)
+            )
+            return refused(tool, Refusal(f"confirmation_{outcome}", leave_id=leave_id))
+        metrics.elicitations.labels("accepted").inc()
+
+        def work() -> CancelResult:
+            view = service.cancel_approved(actor(), leave_id)
+            return CancelResult(
+                leave_id=view.leave_id,
+                from_status="approved",
+                to_status=view.status,
+                restored_days=view.days,
+                leave=view,
+            )
+
+        return await run(tool, work)
+
+    return server
+
+
+def _search(service: LeaveService, actor_id: str, keyword: str, status: str | None) -> SearchResult:
+    leaves = service.search(actor_id, keyword, status)
+    return SearchResult(count=len(leaves), leaves=leaves)

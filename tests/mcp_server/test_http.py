@@ -1,0 +1,292 @@
+"""End to end: `python -m mcp_server` as a real process, the SDK's Client over a real socket."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import httpx
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.support import REPO_ROOT, ServiceProcess, free_port, running
+
+from .conftest import Elicitations, error_code, find
+
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "probe", "version": "0"},
+    },
+}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
+
+
+@pytest.fixture(scope="module")
+def mcp_db_url(tmp_path_factory) -> str:
+    return f"sqlite:///{tmp_path_factory.mktemp('mcpdb') / 'leave.db'}"
+
+
+@pytest.fixture(scope="module")
+def mcp_url(tmp_path_factory, mcp_db_url) -> Iterator[str]:
+    tmp: Path = tmp_path_factory.mktemp("mcp")
+    port = free_port()
+    env = {"MCP_DATABASE_URL": mcp_db_url, "MCP_PORT": str(port)}
+    run_cli("seed", db_url=mcp_db_url)
+    base = f"http://127.0.0.1:{port}"
+    with running(["mcp_server"], env, tmp / "mcp.log", f"{base}/readyz"):
+        yield f"{base}/mcp"
+
+
+@asynccontextmanager
+async def session(
+    url: str, token: str, mode: str, elicitations: Elicitations | None = None
+) -> AsyncIterator[Client]:
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http,
+        Client(
+            streamable_http_client(url, http_client=http),
+            mode=mode,
+            elicitation_callback=elicitations or Elicitations(),
+            read_timeout_seconds=30,
+        ) as client,
+    ):
+        yield client
+
+
+@pytest.mark.parametrize(("mode", "protocol"), [("auto", "2026-07-28"), ("legacy", "2025-11-25")])
+async def test_seed_scenario_over_http_in_both_protocol_eras(mcp_url, mode, protocol):
+    async with session(mcp_url, "demo-token-employee", mode) as client:
+        assert client.protocol_version == protocol
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert "cancel_approved_leave" in names and len(names) == 5
+        trip = (await find(client, "家庭旅遊"))[0]
+        if trip["status"] == "draft":  # the second era finds it already submitted
+            result = await client.call_tool(
+                "update_leave_status", {"leave_id": trip["leave_id"], "status": "submitted"}
+            )
+            assert not result.is_error, result.content
+
+    # The manager approves, which gives the employee a second approved leave to cancel.
+    async with session(mcp_url, "demo-token-manager", mode) as client:
+        pending = await find(client, "家庭旅遊", "submitted")
+        if pending:
+            result = await client.call_tool(
+                "update_leave_status", {"leave_id": pending[0]["leave_id"], "status": "approved"}
+            )
+            assert not result.is_error, result.content
+
+    async with session(mcp_url, "demo-token-employee", mode) as client:
+        created = await client.call_tool(
+            "create_leave",
+            {
+                "leave_type": "事假",
+                "start_date": "2032-06-07" if mode == "auto" else "2032-06-14",
+                "end_date": "2032-06-07" if mode == "auto" else "2032-06-14",
+                "reason": f"測試 {mode}",
+            },
+        )
+        target = created.structured_content["leave_id"]
+        await client.call_tool("update_leave_status", {"leave_id": target, "status": "submitted"})
+    async with session(mcp_url, "demo-token-manager", mode) as client:
+        result = await client.call_tool(
+            "update_leave_status", {"leave_id": target, "status": "approved"}
+        )
+        assert not result.is_error, result.content
+
+    for action, expected in (
+        ("decline", "approved"),
+        ("cancel", "approved"),
+        ("accept", "cancelled"),
+    ):
+        answers = Elicitations(action)
+        async with session(mcp_url, "demo-token-employee", mode, answers) as client:
+            result = await client.call_tool("cancel_approved_leave", {"leave_id": target})
+            assert len(answers.asked) == 1, action
+            assert result.is_error is (action != "accept"), result.content
+            after = next(v for v in await find(client, target) if v["leave_id"] == target)
+            assert after["status"] == expected, action
+
+
+async def test_one_employee_cannot_see_or_touch_anothers_leave(mcp_url):
+    async with session(mcp_url, "demo-token-employee", "auto") as client:
+        mine = await find(client, "")
+    async with session(mcp_url, "demo-token-other", "auto") as client:
+        for leave in mine:
+            assert await find(client, leave["leave_id"]) == []
+            result = await client.call_tool(
+                "update_leave_status", {"leave_id": leave["leave_id"], "status": "submitted"}
+            )
+            assert error_code(result) == "unknown_leave_id"
+
+
+async def test_requests_without_a_valid_token_get_401(mcp_url):
+    async with httpx.AsyncClient() as http:
+        missing = await http.post(mcp_url, json=INIT, headers=MCP_HEADERS)
+        wrong = await http.post(
+            mcp_url, json=INIT, headers={**MCP_HEADERS, "Authorization": "Bearer nope"}
+        )
+        metrics = (await http.get(mcp_url.replace("/mcp", "/metrics"))).text
+    assert missing.status_code == 401 and "Bearer" in missing.headers["www-authenticate"]
+    assert wrong.status_code == 401
+    assert 'leave_mcp_auth_failures_total{reason="missing"}' in metrics
+    assert 'leave_mcp_auth_failures_total{reason="invalid"}' in metrics
+
+
+async def test_a_host_header_that_is_not_allowed_gets_421(mcp_url):
+    headers = {**MCP_HEADERS, "Authorization": "Bearer demo-token-employee"}
+    async with httpx.AsyncClient() as http:
+        ok = await http.post(mcp_url, json=INIT, headers=headers)
+        evil = await http.post(mcp_url, json=INIT, headers={**headers, "Host": "evil.example"})
+    assert ok.status_code == 200
+    assert evil.status_code == 421
+
+
+async def test_health_readiness_and_metrics_need_no_token(mcp_url):
+    base = mcp_url.removesuffix("/mcp")
+    async with httpx.AsyncClient() as http:
+        assert (await http.get(f"{base}/healthz")).json() == {"status": "ok"}
+        assert (await http.get(f"{base}/readyz")).json()["database"] == "ok"
+        text = (await http.get(f"{base}/metrics")).text
+    for family in (
+        "leave_mcp_tool_calls_total",
+        "leave_mcp_tool_duration_seconds_bucket",
+        "leave_mcp_elicitations_total",
+        "leave_mcp_rule_refusals_total",
+    ):
+        assert family in text
+
+
+async def test_compose_style_host_is_accepted_when_configured(tmp_path):
+    port = free_port()
+    env = {
+        "MCP_DATABASE_URL": f"sqlite:///{tmp_path / 'leave.db'}",
+        "MCP_PORT": str(port),
+        "MCP_ALLOWED_HOSTS": "mcp-server:8090,127.0.0.1:*",
+    }
+    base = f"http://127.0.0.1:{port}"
+    with running(["mcp_server"], env, tmp_path / "mcp.log", f"{base}/readyz"):
+        async with httpx.AsyncClient() as http:
+            response = await http.post(
+                f"{base}/mcp", json=INIT, headers={**MCP_HEADERS, "Host": "mcp-server:8090"}
+            )
+    # Past the host guard, stopped by auth: the Host was accepted.
+    assert response.status_code == 401
+
+
+def test_production_refuses_default_secrets_and_demo_tokens(tmp_path):
+    env = {
+        "MCP_DATABASE_URL": f"sqlite:///{tmp_path / 'leave.db'}",
+        "MCP_PORT": str(free_port()),
+        "MCP_ENV": "production",
+    }
+    service = ServiceProcess(["mcp_server"], env, tmp_path / "prod.log")
+    assert service.process.wait(timeout=30) == 2
+    service.stop()
+    assert "MCP_ELICITATION_STATE_KEY" in service.log()
+
+
+def run_cli(*args: str, db_url: str) -> str:
+    return subprocess.run(
+        [sys.executable, "-m", "mcp_server", *args],
+        cwd=REPO_ROOT,
+        env={**os.environ, "MCP_DATABASE_URL": db_url},
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+
+
+async def test_production_server_rejects_demo_tokens(tmp_path):
+    db_url = f"sqlite:///{tmp_path / 'leave.db'}"
+    run_cli("seed", db_url=db_url)
+    issued = run_cli("issue-token", "E001", db_url=db_url)
+    port = free_port()
+    env = {
+        "MCP_DATABASE_URL": db_url,
+        "MCP_PORT": str(port),
+        "MCP_ENV": "production",
+        "MCP_ELICITATION_STATE_KEY": "a" * 16 + "production-test-key-0123456789",
+    }
+    base = f"http://127.0.0.1:{port}"
+    with running(["mcp_server"], env, tmp_path / "mcp.log", f"{base}/readyz"):
+        async with session(f"{base}/mcp", issued, "auto") as client:
+            assert len(await find(client, "")) > 0
+        async with httpx.AsyncClient() as http:
+            demo = await http.post(
+                f"{base}/mcp",
+                json=INIT,
+                headers={**MCP_HEADERS, "Authorization": "Bearer demo-token-employee"},
+            )
+    assert demo.status_code == 401
+
+
+async def test_fifty_concurrent_conflicting_decisions_apply_exactly_once(mcp_url, mcp_db_url):
+    async with session(mcp_url, "demo-token-other", "auto") as client:
+        created = await client.call_tool(
+            "create_leave",
+            {
+                "leave_type": "特休",
+                "start_date": "2033-01-03",
+                "end_date": "2033-01-04",
+                "reason": "併發測試",
+            },
+        )
+        leave_id = created.structured_content["leave_id"]
+        await client.call_tool("update_leave_status", {"leave_id": leave_id, "status": "submitted"})
+        balance_before = await client.call_tool("get_leave_balance", {})
+
+    results = []
+    async with session(mcp_url, "demo-token-manager", "auto") as client:
+
+        async def decide(i: int) -> None:
+            status = "approved" if i % 2 else "rejected"
+            results.append(
+                await client.call_tool(
+                    "update_leave_status", {"leave_id": leave_id, "status": status}
+                )
+            )
+
+        async with anyio.create_task_group() as tg:
+            for i in range(50):
+                tg.start_soon(decide, i)
+
+    applied = [r for r in results if not r.is_error]
+    assert len(results) == 50 and len(applied) == 1
+    assert {error_code(r) for r in results if r.is_error} <= {"wrong_step", "conflict"}
+    winner = applied[0].structured_content["to_status"]
+    async with session(mcp_url, "demo-token-other", "auto") as client:
+        now = (await find(client, leave_id))[0]
+        balance_after = await client.call_tool("get_leave_balance", {})
+    assert now["status"] == winner
+
+    def annual(result) -> float:
+        lines = result.structured_content["balances"]
+        return next(b["remaining_days"] for b in lines if b["leave_type"] == "特休")
+
+    expected_drop = 2 if winner == "approved" else 0
+    assert annual(balance_before) - annual(balance_after) == expected_drop
+
+    from mcp_server.leaves import LeaveService
+    from mcp_server.storage import Database
+
+    database = Database(mcp_db_url)
+    try:
+        trail = LeaveService(database).audit_trail(leave_id)
+    finally:
+        database.dispose()
+    decisions = [e for e in trail if e.from_status == "submitted"]
+    assert [(e.to_status, e.outcome, e.actor_id) for e in decisions] == [
+        (winner, "applied", "M001")
+    ]

@@ -1,0 +1,413 @@
+"""Every business rule, through the SDK's in-process client."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from sqlalchemy import select
+
+from mcp_server.leaves import LeaveService
+from mcp_server.storage import AuditEntry, Balance
+from mcp_server.tools import build_server
+
+from .conftest import Elicitations, connect_to, error_code, find
+
+TOOL_NAMES = {
+    "search_leaves",
+    "get_leave_balance",
+    "create_leave",
+    "update_leave_status",
+    "cancel_approved_leave",
+}
+
+
+def balance_of(service: LeaveService, employee_id: str, leave_type: str) -> float:
+    with service.db.read() as s:
+        return s.get(Balance, (employee_id, leave_type)).remaining_days
+
+
+def status_of(service: LeaveService, leave_id: str) -> str:
+    return service.visible_leave("M001", leave_id).status
+
+
+async def test_tools_are_the_trained_names_with_model_readable_schemas(connect):
+    async with connect("E001") as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert set(tools) == TOOL_NAMES
+    for tool in tools.values():
+        assert len(tool.description or "") > 40
+        for prop in tool.input_schema.get("properties", {}).values():
+            assert prop.get("description"), tool.name
+    # The confirmation is resolved by the server, never an argument the model could fill in.
+    assert set(tools["cancel_approved_leave"].input_schema["properties"]) == {"leave_id"}
+    assert tools["cancel_approved_leave"].annotations.destructive_hint is True
+    assert tools["search_leaves"].annotations.read_only_hint is True
+
+
+async def test_search_finds_the_family_trip_draft_with_an_unguessable_id(connect):
+    async with connect("E001") as client:
+        leaves = await find(client, "家庭旅遊")
+    assert len(leaves) == 1
+    leave = leaves[0]
+    assert re.fullmatch(r"LV-[0-9a-f]{6}", leave["leave_id"])
+    assert (leave["leave_type"], leave["status"]) == ("特休", "draft")
+    assert leave["days"] == 3 and leave["hours"] == 24
+    assert leave["next_steps"] == ["submitted"]
+
+
+async def test_search_matches_type_alias_dates_and_status(connect):
+    async with connect("E001") as client:
+        approved = await find(client, "", "approved")
+        by_alias = await find(client, "annual")
+        by_month = await find(client, approved[0]["start_date"][:7])
+    assert [leave["status"] for leave in approved] == ["approved"]
+    assert {leave["leave_type"] for leave in by_alias} == {"特休"}
+    assert approved[0]["leave_id"] in {leave["leave_id"] for leave in by_month}
+
+
+async def test_search_is_scoped_to_the_caller_and_a_managers_reports(connect):
+    async with connect("E001") as client:
+        own = await find(client, "")
+    async with connect("E002") as client:
+        other = await find(client, "家庭旅遊")
+    async with connect("M001") as client:
+        team = await find(client, "家庭旅遊")
+    assert {leave["employee_id"] for leave in own} == {"E001"}
+    assert other == []
+    assert len(team) == 1 and team[0]["employee_id"] == "E001"
+
+
+async def test_balance_lists_every_type_after_approved_deductions(connect):
+    async with connect("E001") as client:
+        result = await client.call_tool("get_leave_balance", {})
+    lines = {b["leave_type"]: b for b in result.structured_content["balances"]}
+    assert set(lines) == {"特休", "病假", "事假", "補休"}
+    assert lines["特休"]["remaining_days"] == 12  # 14 minus the seeded 2-day approved leave
+    assert lines["特休"]["remaining_hours"] == 96
+
+
+async def test_unknown_id_tells_the_model_to_search_first(connect, metrics):
+    async with connect("E001") as client:
+        result = await client.call_tool(
+            "update_leave_status", {"leave_id": "LV-000000", "status": "submitted"}
+        )
+    assert error_code(result) == "unknown_leave_id"
+    assert "search_leaves" in result.content[0].text
+    assert metrics.rule_refusals.labels("unknown_id")._value.get() == 1
+
+
+async def test_another_employees_leave_is_indistinguishable_from_a_missing_one(connect):
+    async with connect("E001") as client:
+        trip = (await find(client, "家庭旅遊"))[0]["leave_id"]
+    async with connect("E002") as client:
+        theirs = await client.call_tool(
+            "update_leave_status", {"leave_id": trip, "status": "submitted"}
+        )
+        missing = await client.call_tool(
+            "update_leave_status", {"leave_id": "LV-abcdef", "status": "submitted"}
+        )
+        cancel = await client.call_tool("cancel_approved_leave", {"leave_id": trip})
+    assert error_code(theirs) == error_code(missing) == error_code(cancel) == "unknown_leave_id"
+    assert theirs.content[0].text.replace(trip, "X") == missing.content[0].text.replace(
+        "LV-abcdef", "X"
+    )
+
+
+async def test_a_skipped_step_is_refused_and_names_the_allowed_step(connect, service):
+    async with connect("E001") as client:
+        trip = (await find(client, "家庭旅遊"))[0]["leave_id"]
+        result = await client.call_tool(
+            "update_leave_status", {"leave_id": trip, "status": "approved"}
+        )
+    assert error_code(result) == "wrong_step"
+    assert "submitted" in result.content[0].text
+    assert status_of(service, trip) == "draft"
+
+
+async def test_full_path_submit_then_manager_approves_and_balance_is_deducted(connect, service):
+    before = balance_of(service, "E001", "特休")
+    async with connect("E001") as client:
+        trip = (await find(client, "家庭旅遊"))[0]["leave_id"]
+        submitted = await client.call_tool(
+            "update_leave_status", {"leave_id": trip, "status": "submitted"}
+        )
+        again = await client.call_tool(
+            "update_leave_status", {"leave_id": trip, "status": "submitted"}
+        )
+        self_approve = await client.call_tool(
+            "update_leave_status", {"leave_id": trip, "status": "approved"}
+        )
+    assert not submitted.is_error
+    assert submitted.structured_content["from_status"] == "draft"
+    assert submitted.structured_content["to_status"] == "submitted"
+    assert error_code(again) == "wrong_step"
+    assert error_code(self_approve) == "forbidden"
+    async with connect("M001") as client:
+        approved = await client.call_tool(
+            "update_leave_status", {"leave_id": trip, "status": "approved"}
+        )
+    assert not approved.is_error, approved.content
+    assert balance_of(service, "E001", "特休") == before - 3
+    trail = [(e.from_status, e.to_status, e.actor_id) for e in service.audit_trail(trip)]
+    assert trail == [("draft", "submitted", "E001"), ("submitted", "approved", "M001")]
+
+
+async def test_only_the_owner_submits_and_only_the_manager_decides(connect, service):
+    async with connect("E001") as client:
+        trip = (await find(client, "家庭旅遊"))[0]["leave_id"]
+    async with connect("M001") as client:
+        manager_submit = await client.call_tool(
+            "update_leave_status", {"leave_id": trip, "status": "submitted"}
+        )
+    assert error_code(manager_submit) == "forbidden"
+    async with connect("E002") as client:
+        moving = (await find(client, "搬家"))[0]["leave_id"]
+        self_decide = await client.call_tool(
+            "update_leave_status", {"leave_id": moving, "status": "rejected"}
+        )
+    assert error_code(self_decide) == "forbidden"
+    async with connect("M001") as client:
+        rejected = await client.call_tool(
+            "update_leave_status", {"leave_id": moving, "status": "rejected"}
+        )
+        after = await client.call_tool(
+            "update_leave_status", {"leave_id": moving, "status": "approved"}
+        )
+    assert not rejected.is_error
+    assert error_code(after) == "wrong_step"
+    assert status_of(service, moving) == "rejected"
+
+
+async def test_a_manager_cannot_approve_their_own_leave(connect, service):
+    async with connect("M001") as client:
+        created = await client.call_tool(
+            "create_leave",
+            {
+                "leave_type": "事假",
+                "start_date": "2031-03-03",
+                "end_date": "2031-03-03",
+                "reason": "處理私事",
+            },
+        )
+        leave_id = created.structured_content["leave_id"]
+        await client.call_tool("update_leave_status", {"leave_id": leave_id, "status": "submitted"})
+        approve = await client.call_tool(
+            "update_leave_status", {"leave_id": leave_id, "status": "approved"}
+        )
+    assert error_code(approve) == "forbidden"
+    assert status_of(service, leave_id) == "submitted"
+
+
+@pytest.mark.parametrize("status", ["cancelled", "draft", "submitted", "rejected", "approved"])
+async def test_update_leave_status_can_never_cancel_or_move_an_approved_leave(
+    connect, service, status
+):
+    for employee in ("E001", "M001"):
+        async with connect(employee) as client:
+            approved = (await find(client, "婚禮"))[0]["leave_id"]
+            result = await client.call_tool(
+                "update_leave_status", {"leave_id": approved, "status": status}
+            )
+        assert error_code(result) in {"use_cancel_tool", "wrong_step", "forbidden"}
+        assert status_of(service, approved) == "approved"
+    assert balance_of(service, "E001", "特休") == 12
+
+
+async def test_only_the_owner_can_cancel_an_approved_leave(connect, service):
+    asked = Elicitations("accept")
+    async with connect("M001", asked) as client:
+        wedding = (await find(client, "婚禮"))[0]["leave_id"]
+        result = await client.call_tool("cancel_approved_leave", {"leave_id": wedding})
+    assert error_code(result) == "forbidden"
+    assert asked.asked == []  # refused before any question reaches the human
+    assert status_of(service, wedding) == "approved"
+
+
+async def test_cancel_with_accepted_confirmation_restores_the_balance(connect, service, metrics):
+    asked = Elicitations("accept")
+    async with connect("E001", asked) as client:
+        wedding = (await find(client, "婚禮"))[0]["leave_id"]
+        result = await client.call_tool("cancel_approved_leave", {"leave_id": wedding})
+    assert not result.is_error, result.content
+    assert result.structured_content["to_status"] == "cancelled"
+    assert len(asked.asked) == 1 and wedding in asked.asked[0].message
+    assert status_of(service, wedding) == "cancelled"
+    assert balance_of(service, "E001", "特休") == 14
+    last = service.audit_trail(wedding)[-1]
+    assert (last.from_status, last.to_status, last.confirmation, last.outcome) == (
+        "approved",
+        "cancelled",
+        "accepted",
+        "applied",
+    )
+    assert metrics.elicitations.labels("accepted")._value.get() == 1
+
+
+@pytest.mark.parametrize(
+    ("action", "content", "recorded"),
+    [
+        ("decline", None, "declined"),
+        ("cancel", None, "cancelled"),
+        ("accept", {"confirm": False}, "declined"),
+    ],
+)
+async def test_cancel_not_confirmed_changes_nothing_and_is_audited(
+    connect, service, action, content, recorded
+):
+    async with connect("E001", Elicitations(action, content)) as client:
+        wedding = (await find(client, "婚禮"))[0]["leave_id"]
+        result = await client.call_tool("cancel_approved_leave", {"leave_id": wedding})
+        # No detour: after the decline, every other path to the same effect is refused too.
+        detours = [
+            await client.call_tool("update_leave_status", {"leave_id": wedding, "status": status})
+            for status in ("cancelled", "rejected", "draft")
+        ]
+    assert error_code(result) == f"confirmation_{recorded}"
+    assert "不要改用其他工具" in result.content[0].text
+    assert all(d.is_error for d in detours)
+    assert status_of(service, wedding) == "approved"
+    assert balance_of(service, "E001", "特休") == 12
+    last = service.audit_trail(wedding)[-1]
+    assert (last.confirmation, last.outcome, last.to_status) == (
+        recorded,
+        "not_applied",
+        "approved",
+    )
+
+
+async def test_cancel_on_a_leave_that_is_not_approved_asks_nothing(connect, service):
+    asked = Elicitations("accept")
+    async with connect("E001", asked) as client:
+        trip = (await find(client, "家庭旅遊"))[0]["leave_id"]
+        result = await client.call_tool("cancel_approved_leave", {"leave_id": trip})
+    assert error_code(result) == "not_cancellable"
+    assert asked.asked == []
+    assert status_of(service, trip) == "draft"
+
+
+async def test_create_leave_makes_an_audited_draft(connect, service):
+    async with connect("E002") as client:
+        result = await client.call_tool(
+            "create_leave",
+            {
+                "leave_type": "sick",
+                "start_date": "2031-05-05",
+                "end_date": "2031-05-07",
+                "reason": "感冒發燒",
+            },
+        )
+    view = result.structured_content
+    assert not result.is_error
+    assert (view["status"], view["leave_type"], view["days"]) == ("draft", "病假", 3)
+    assert [e.tool for e in service.audit_trail(view["leave_id"])] == ["create_leave"]
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        ({"start_date": "2031/05/05"}, "invalid_date"),
+        ({"start_date": "2031-02-30"}, "invalid_date"),
+        ({"start_date": "2031-05-09", "end_date": "2031-05-05"}, "end_before_start"),
+        ({"start_date": "2031-05-10", "end_date": "2031-05-11"}, "no_working_days"),
+        ({"leave_type": "度假"}, "invalid_leave_type"),
+        ({"reason": "   "}, "invalid_reason"),
+    ],
+)
+async def test_create_leave_rejects_bad_input_with_a_clear_code(connect, service, args, code):
+    base = {
+        "leave_type": "特休",
+        "start_date": "2031-05-05",
+        "end_date": "2031-05-06",
+        "reason": "旅行",
+    }
+    async with connect("E001") as client:
+        result = await client.call_tool("create_leave", {**base, **args})
+    assert error_code(result) == code
+    with service.db.read() as s:
+        assert s.scalars(select(AuditEntry).where(AuditEntry.tool == "create_leave")).all() == []
+
+
+async def test_create_leave_refuses_overlap_with_a_live_leave(connect):
+    async with connect("E001") as client:
+        wedding = (await find(client, "婚禮"))[0]
+        result = await client.call_tool(
+            "create_leave",
+            {
+                "leave_type": "事假",
+                "start_date": wedding["start_date"],
+                "end_date": wedding["start_date"],
+                "reason": "重疊測試",
+            },
+        )
+    assert error_code(result) == "overlap"
+    assert wedding["leave_id"] in result.content[0].text
+
+
+async def test_missing_arguments_are_an_error_result_not_a_crash(connect):
+    async with connect("E001") as client:
+        result = await client.call_tool("update_leave_status", {"leave_id": "LV-123456"})
+    assert result.is_error
+
+
+async def test_unexpected_exceptions_do_not_leak_internals(connect, service, monkeypatch):
+    def explode(*_args, **_kwargs):
+        raise RuntimeError("password=hunter2 at /srv/secret.py line 42")
+
+    monkeypatch.setattr(service, "search", explode)
+    async with connect("E001") as client:
+        result = await client.call_tool("search_leaves", {"keyword": "x"})
+    assert error_code(result) == "internal_error"
+    assert "hunter2" not in result.content[0].text and "secret" not in result.content[0].text
+
+
+async def test_messages_can_be_english(service, metrics):
+    english = build_server(service, metrics, language="en")
+    async with connect_to(english, "E001") as client:
+        result = await client.call_tool(
+            "update_leave_status", {"leave_id": "LV-000000", "status": "submitted"}
+        )
+    assert "Call search_leaves first" in result.content[0].text
+
+
+def test_fifty_threads_deciding_one_leave_apply_exactly_once(service):
+    import threading
+
+    from mcp_server.messages import Refusal
+
+    leave_id = service.search("E002", "搬家", None)[0].leave_id
+    before = balance_of(service, "E002", "事假")
+    outcomes: list[str] = []
+    start = threading.Barrier(50)
+
+    def decide(i: int) -> None:
+        start.wait()
+        try:
+            service.change_status("M001", leave_id, "approved" if i % 2 else "rejected")
+            outcomes.append("applied")
+        except Refusal as refusal:
+            outcomes.append(refusal.code)
+
+    threads = [threading.Thread(target=decide, args=(i,)) for i in range(50)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert outcomes.count("applied") == 1
+    assert set(outcomes) - {"applied"} <= {"wrong_step", "conflict", "use_cancel_tool"}
+    final = status_of(service, leave_id)
+    assert balance_of(service, "E002", "事假") == before - (1 if final == "approved" else 0)
+    decisions = [e for e in service.audit_trail(leave_id) if e.from_status == "submitted"]
+    assert [e.to_status for e in decisions] == [final]
+
+
+def test_compare_and_set_refuses_a_stale_status(service):
+    from mcp_server.messages import Refusal
+    from mcp_server.storage import Leave
+
+    leave_id = service.search("E002", "搬家", None)[0].leave_id
+    with pytest.raises(Refusal) as refused, service.db.write() as s:
+        leave = s.get(Leave, leave_id)
+        LeaveService._compare_and_set(s, leave, "draft", "submitted")  # it is "submitted"
+    assert refused.value.code == "conflict"
+    assert status_of(service, leave_id) == "submitted"
