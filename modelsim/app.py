@@ -1,0 +1,364 @@
+"""The simulator's HTTP API: vLLM's OpenAI-compatible routes, /health and /metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import secrets
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from . import generate as gen
+from .errors import ApiError
+from .latency import Scheduler, profile_from
+from .metrics import VllmMetrics
+from .request import ChatRequest, parse
+from .settings import SimSettings
+
+logger = logging.getLogger("modelsim")
+FINGERPRINT = "vllm-0.32.0-modelsim"
+FAULT_HEADER = "x-sim-fault"
+PREFIX_CACHE_ENTRIES = 1024
+
+
+class Simulator:
+    """Holds the scheduler, metrics and settings; one per app."""
+
+    def __init__(self, settings: SimSettings) -> None:
+        self.settings = settings
+        self.profile = profile_from(settings)
+        self.scheduler = Scheduler(self.profile, settings.jitter, settings.seed)
+        self.metrics = VllmMetrics(settings.model, settings.max_model_len)
+        self.metrics.bind_gauges(
+            lambda: self.scheduler.running,
+            lambda: self.scheduler.waiting,
+            self.scheduler.kv_cache_usage,
+        )
+        self.default_faults = gen.parse_faults(settings.fault)
+        self._fault_random = random.Random(settings.seed)
+        self._prefixes: dict[int, None] = {}
+        self.created = int(time.time())
+
+    # -- routes ---------------------------------------------------------------------------
+
+    async def chat_completions(self, request: Request) -> Response:
+        arrival = time.perf_counter()
+        try:
+            faults = self._faults(request)
+            chat = parse(
+                await request.body(),
+                strict=self.settings.validation == "strict",
+                max_model_len=self.settings.max_model_len,
+            )
+            if chat.model != self.settings.model:
+                raise ApiError(
+                    404,
+                    f"The model `{chat.model}` does not exist. Available models: "
+                    f"{self.settings.model}",
+                    "NotFoundError",
+                    "model",
+                )
+            await self._request_faults(faults)
+            output = gen.generate(chat, faults)
+        except ApiError as error:
+            self._count_http(error.status)
+            return error.response()
+        self._count_http(200)
+        if chat.stream:
+            return StreamingResponse(
+                self._stream(chat, output, arrival), media_type="text/event-stream"
+            )
+        return await self._complete(chat, output, arrival)
+
+    async def models(self, _: Request) -> Response:
+        return JSONResponse(
+            {
+                "object": "list",
+                "data": [
+                    {
+                        "id": self.settings.model,
+                        "object": "model",
+                        "created": self.created,
+                        "owned_by": "vllm",
+                        "root": self.settings.model,
+                        "parent": None,
+                        "max_model_len": self.settings.max_model_len,
+                        "permission": [],
+                    }
+                ],
+            }
+        )
+
+    async def health(self, _: Request) -> Response:
+        return Response(status_code=200)
+
+    async def prometheus(self, _: Request) -> Response:
+        return Response(generate_latest(self.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    # -- generation -----------------------------------------------------------------------
+
+    async def _complete(self, chat: ChatRequest, output: gen.Output, arrival: float) -> Response:
+        timing = _Timing(arrival)
+        await self._admit(chat, output, timing)
+        try:
+            await self._until(timing.first_token)
+            deadline = timing.first_token
+            for i in range(1, output.completion_tokens):
+                gap = self.scheduler.itl_seconds()
+                timing.gaps.append(gap)
+                deadline += gap
+                if i % 8 == 0:  # sleep in chunks: the load factor may change meanwhile
+                    await self._until(deadline)
+            await self._until(deadline)
+        finally:
+            self._release(chat)
+        timing.finished = time.perf_counter()
+        self._observe(chat, output, timing, output.finish_reason)
+        self.metrics.parser_invocation(False, bool(output.calls))
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": output.content,
+            "refusal": None,
+            "annotations": None,
+            "audio": None,
+            "function_call": None,
+            "tool_calls": [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
+                for c in output.calls
+            ],
+            "reasoning": None,
+        }
+        body = {
+            "id": f"chatcmpl-{secrets.token_hex(8)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": chat.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "logprobs": None,
+                    "finish_reason": output.finish_reason,
+                    "stop_reason": None,
+                }
+            ],
+            "service_tier": None,
+            "system_fingerprint": FINGERPRINT,
+            "usage": _usage(chat, output),
+        }
+        return Response(json.dumps(body, ensure_ascii=False), media_type="application/json")
+
+    async def _stream(
+        self, chat: ChatRequest, output: gen.Output, arrival: float
+    ) -> AsyncIterator[bytes]:
+        timing = _Timing(arrival)
+        head = {
+            "id": f"chatcmpl-{secrets.token_hex(8)}",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": chat.model,
+        }
+        finish_reason = "abort"
+        await self._admit(chat, output, timing)
+        try:
+            await self._until(timing.first_token)
+            first = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None}
+            yield _sse({**head, "choices": [{**first, "finish_reason": None}]})
+            deadline = timing.first_token
+            last = len(output.pieces) - 1
+            for i, piece in enumerate(output.pieces):
+                if i:
+                    gap = self.scheduler.itl_seconds()
+                    timing.gaps.append(gap)
+                    deadline += gap
+                    await self._until(deadline)
+                ends_text = i == last and piece.kind == "text"
+                choice = {
+                    "index": 0,
+                    "delta": _delta(piece, output),
+                    "logprobs": None,
+                    "finish_reason": output.finish_reason if ends_text else None,
+                    "token_ids": None,
+                }
+                if ends_text:
+                    choice["stop_reason"] = None
+                yield _sse({**head, "choices": [choice]})
+                self.metrics.parser_invocation(True, piece.kind != "text")
+            if output.pieces[-1].kind != "text":
+                end = {
+                    "index": 0,
+                    "delta": {},
+                    "logprobs": None,
+                    "finish_reason": output.finish_reason,
+                    "stop_reason": None,
+                    "token_ids": None,
+                }
+                yield _sse({**head, "choices": [end]})
+            finish_reason = output.finish_reason
+            if chat.include_usage:
+                usage = {**head, "choices": [], "usage": _usage(chat, output)}
+                yield _sse({**usage, "system_fingerprint": FINGERPRINT})
+            yield b"data: [DONE]\n\n"
+        finally:
+            self._release(chat)
+            timing.finished = time.perf_counter()
+            self._observe(chat, output, timing, finish_reason)
+
+    async def _admit(self, chat: ChatRequest, output: gen.Output, timing: _Timing) -> None:
+        await self.scheduler.admit(_kv_tokens(chat, output))
+        timing.admitted = time.perf_counter()
+        timing.prefill = self.scheduler.prefill_seconds(chat.prompt_tokens)
+        timing.first_token = timing.admitted + timing.prefill
+
+    def _release(self, chat: ChatRequest) -> None:
+        self.scheduler.release(chat.kv_tokens)
+
+    async def _until(self, deadline: float) -> None:
+        # Absolute deadlines: sleep overshoot does not add up over many tokens.
+        delay = deadline - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+
+    async def _request_faults(self, faults: set[str]) -> None:
+        if "http_500" in faults:
+            raise ApiError(500, "Simulated internal server error", "InternalServerError")
+        if "http_429" in faults:
+            seconds = self.settings.retry_after_seconds
+            raise ApiError(
+                429,
+                "Simulated rate limit: too many requests",
+                "RateLimitError",
+                headers={"Retry-After": str(seconds)},
+            )
+        if "stall" in faults:
+            await asyncio.sleep(self.settings.stall_seconds)
+
+    def _faults(self, request: Request) -> set[str]:
+        header = request.headers.get(FAULT_HEADER)
+        if header is not None:
+            return gen.parse_faults(header)
+        if self.default_faults and self._fault_random.random() < self.settings.fault_rate:
+            return set(self.default_faults)
+        return set()
+
+    # -- metrics --------------------------------------------------------------------------
+
+    def _observe(
+        self, chat: ChatRequest, output: gen.Output, timing: _Timing, finish_reason: str
+    ) -> None:
+        m, child = self.metrics, self.metrics.child
+        generated = 1 + len(timing.gaps) if timing.finished >= timing.first_token else 0
+        m.success.labels(m.model_name, "0", finish_reason).inc()
+        child(m.prompt_tokens).inc(chat.prompt_tokens)
+        child(m.generation_tokens).inc(generated)
+        child(m.prompt_hist).observe(chat.prompt_tokens)
+        child(m.generation_hist).observe(generated)
+        child(m.max_tokens_hist).observe(
+            chat.max_tokens or self.settings.max_model_len - chat.prompt_tokens
+        )
+        child(m.prefix_queries).inc(chat.prompt_tokens)
+        if chat.prefix_key in self._prefixes:
+            child(m.prefix_hits).inc(chat.prefix_tokens)
+        else:
+            if len(self._prefixes) >= PREFIX_CACHE_ENTRIES:
+                self._prefixes.pop(next(iter(self._prefixes)))
+            self._prefixes[chat.prefix_key] = None
+        queue = timing.admitted - timing.arrival
+        child(m.queue).observe(queue)
+        child(m.e2e).observe(timing.finished - timing.arrival)
+        child(m.inference).observe(timing.finished - timing.admitted)
+        child(m.prefill).observe(timing.prefill)
+        if generated:
+            child(m.ttft).observe(timing.first_token - timing.arrival)
+            decode = max(timing.finished - timing.first_token, 0.0)
+            child(m.decode).observe(decode)
+            itl = child(m.itl)
+            for gap in timing.gaps:
+                itl.observe(gap)
+            if generated > 1:
+                child(m.tpot).observe(decode / (generated - 1))
+
+    def _count_http(self, status: int) -> None:
+        self.metrics.http_requests.labels(
+            "/v1/chat/completions", "POST", f"{status // 100}xx"
+        ).inc()
+
+
+class _Timing:
+    __slots__ = ("admitted", "arrival", "finished", "first_token", "gaps", "prefill")
+
+    def __init__(self, arrival: float) -> None:
+        self.arrival = arrival
+        self.admitted = arrival
+        self.first_token = arrival
+        self.prefill = 0.0
+        self.finished = 0.0
+        self.gaps: list[float] = []
+
+
+def _kv_tokens(chat: ChatRequest, output: gen.Output) -> int:
+    chat.kv_tokens = chat.prompt_tokens + output.completion_tokens
+    return chat.kv_tokens
+
+
+def _usage(chat: ChatRequest, output: gen.Output) -> dict[str, int]:
+    return {
+        "prompt_tokens": chat.prompt_tokens,
+        "total_tokens": chat.prompt_tokens + output.completion_tokens,
+        "completion_tokens": output.completion_tokens,
+    }
+
+
+def _delta(piece: gen.Piece, output: gen.Output) -> dict[str, Any]:
+    if piece.kind == "text":
+        return {"content": piece.value}
+    if piece.kind == "tool_start":
+        call = output.calls[piece.index]
+        return {
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "index": piece.index,
+                    "function": {"name": call.name},
+                }
+            ],
+        }
+    return {
+        "content": None,
+        "tool_calls": [{"index": piece.index, "function": {"arguments": piece.value}}],
+    }
+
+
+def _sse(data: dict[str, Any]) -> bytes:
+    return (
+        b"data: " + json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"
+    )
+
+
+def create_app(settings: SimSettings | None = None) -> Starlette:
+    simulator = Simulator(settings or SimSettings())
+    app = Starlette(
+        routes=[
+            Route("/v1/chat/completions", simulator.chat_completions, methods=["POST"]),
+            Route("/v1/models", simulator.models, methods=["GET"]),
+            Route("/health", simulator.health, methods=["GET"]),
+            Route("/metrics", simulator.prometheus, methods=["GET"]),
+        ]
+    )
+    app.state.simulator = simulator
+    return app

@@ -1,0 +1,499 @@
+"""The scripted leave-copilot: what the fine-tuned model would do, decided from the transcript.
+
+Deterministic for a given conversation. It reads the latest user request, the tool calls and
+results since then, and the tools the request offers, and returns either tool calls or text.
+It never calls a tool the request does not offer, never calls the same tool with the same
+arguments twice in one turn, and answers in text after a tool error instead of looping.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+LEAVE_ID = re.compile(r"LV-[0-9a-f]{6}")
+ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+LEAVE_TYPES = ("特休", "病假", "事假", "補休")
+ERROR_PREFIX = "[工具執行失敗]"
+
+# intent -> trigger words (checked in this order; the first match wins)
+INTENTS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("cancel", ("取消", "撤銷", "cancel", "withdraw")),
+    ("reject", ("駁回", "退回", "reject", "deny")),
+    ("approve", ("核准", "批准", "同意", "approve")),
+    ("submit", ("送出", "送審", "提交", "遞交", "submit")),
+    (
+        "balance",
+        ("剩幾天", "剩下幾天", "還有幾天", "餘額", "額度", "剩餘", "balance", "how many days"),
+    ),
+    ("create", ("幫我請", "我要請", "申請", "新增", "請假", "create", "request a leave", "book")),
+    (
+        "query",
+        (
+            "查",
+            "有哪些",
+            "列出",
+            "看看",
+            "狀態",
+            "哪幾張",
+            "search",
+            "show",
+            "list",
+            "status",
+            "find",
+        ),
+    ),
+)
+# words that say how, not which: removed before the rest becomes the search keyword
+FILLER = (
+    "送出審核",
+    "送出",
+    "送審",
+    "審核",
+    "提交",
+    "遞交",
+    "核准",
+    "批准",
+    "同意",
+    "駁回",
+    "退回",
+    "取消",
+    "撤銷",
+    "查詢",
+    "查一下",
+    "查",
+    "列出",
+    "看看",
+    "狀態",
+    "有哪些",
+    "哪幾張",
+    "幫我",
+    "麻煩",
+    "請",
+    "把",
+    "我的",
+    "我",
+    "那張",
+    "這張",
+    "那筆",
+    "這筆",
+    "一下",
+    "假單",
+    "的",
+    "了",
+    "嗎",
+    "吧",
+    "呢",
+    "也",
+    "張",
+    "全部",
+    "所有",
+    "申請",
+    "一起",
+    "那個",
+    "這個",
+    "剛剛",
+    "剛才",
+)
+ENGLISH_FILLER = {
+    "please",
+    "submit",
+    "my",
+    "the",
+    "a",
+    "an",
+    "leave",
+    "leaves",
+    "request",
+    "for",
+    "approve",
+    "reject",
+    "cancel",
+    "show",
+    "list",
+    "find",
+    "search",
+    "status",
+    "of",
+    "me",
+    "all",
+    "it",
+    "too",
+    "that",
+    "this",
+    "can",
+    "you",
+    "what",
+    "is",
+    "are",
+    "i",
+    "to",
+    "and",
+    "withdraw",
+}
+# "那張" is not here: 「把我那張家庭旅遊的特休…」 names its leave and must be searched.
+REFERS_BACK = ("剛剛", "剛才", "上一張", "同一張", "也送", "it too", "that one", "same one")
+DECLINE_MARKERS = ("拒絕", "沒有完成確認", "declined", "did not complete")
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Decision:
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = field(default_factory=tuple)
+
+
+@dataclass
+class Turn:
+    """The conversation as the policy needs it."""
+
+    request: str
+    english: bool
+    history_text: str  # everything before the latest user message
+    calls: list[ToolCall]  # assistant tool calls since the latest user message, in order
+    results: list[str]  # their tool results, in order
+    offered: set[str]
+
+
+def read_turn(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> Turn:
+    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    request = _text(messages[last_user].get("content")) if last_user >= 0 else ""
+    history = " ".join(_text(m.get("content")) for m in messages[: max(last_user, 0)])
+    calls: list[ToolCall] = []
+    results: list[str] = []
+    for message in messages[last_user + 1 :]:
+        if message.get("role") == "assistant":
+            for call in message.get("tool_calls") or []:
+                function = call.get("function") or {}
+                try:
+                    arguments = json.loads(function.get("arguments") or "{}")
+                except (TypeError, ValueError):
+                    arguments = {}
+                calls.append(ToolCall(str(function.get("name")), arguments))
+        elif message.get("role") == "tool":
+            results.append(_text(message.get("content")))
+    offered = {t.get("function", {}).get("name") for t in tools or [] if isinstance(t, dict)} - {
+        None
+    }
+    ascii_letters = sum(ch.isascii() and ch.isalpha() for ch in request)
+    english = ascii_letters > 0 and not re.search(r"[\u4e00-\u9fff]", request)
+    return Turn(request, english, history, calls, results, offered)
+
+
+def decide(turn: Turn) -> Decision:
+    say = _English() if turn.english else _Chinese()
+    intent = detect_intent(turn.request)
+    if intent is None:
+        return Decision(text=say.unknown())
+
+    last = turn.results[-1] if turn.results else None
+    if last is not None and _is_error(last):
+        message = _error_text(last)
+        previous_call = turn.calls[-1] if turn.calls else None
+        if (
+            previous_call
+            and previous_call.name == "cancel_approved_leave"
+            and any(m in message for m in DECLINE_MARKERS)
+        ):
+            return Decision(text=say.kept(str(previous_call.arguments.get("leave_id", ""))))
+        return Decision(text=say.error(message))
+
+    if intent == "balance":
+        if not turn.results:
+            return _call(turn, say, "get_leave_balance", {})
+        return Decision(text=say.balance(_json(last)))
+
+    if intent == "create":
+        return _create(turn, say, last)
+
+    if not turn.calls:  # first step of every other intent: find the real ID
+        remembered = _referred_leave(turn)
+        if remembered and intent in ("submit", "approve", "reject", "cancel"):
+            return _act(turn, say, intent, remembered)
+        return _call(turn, say, "search_leaves", {"keyword": extract_keyword(turn.request)})
+
+    previous = turn.calls[-1].name
+    data = _json(last)
+    if previous == "search_leaves":
+        leaves = (data or {}).get("leaves", [])
+        keyword = turn.calls[-1].arguments.get("keyword", "")
+        if not leaves:
+            return Decision(text=say.nothing_found(keyword))
+        if intent == "query":
+            return Decision(text=say.summary(leaves))
+        target = _pick(leaves, intent)
+        if target is None:
+            return Decision(text=say.not_eligible(leaves[0], intent))
+        return _act(turn, say, intent, target["leave_id"])
+    if previous == "update_leave_status" and data:
+        return Decision(text=say.updated(data))
+    if previous == "cancel_approved_leave":
+        return Decision(text=say.cancelled(data) if data else say.error(last or ""))
+    return Decision(text=say.done(last or ""))
+
+
+def detect_intent(request: str) -> str | None:
+    lowered = request.casefold()
+    for intent, words in INTENTS:
+        if any(w in lowered for w in words):
+            return intent
+    if any(t in request for t in LEAVE_TYPES) or "假" in request:
+        return "query"
+    return None
+
+
+def extract_keyword(request: str) -> str:
+    if re.search(r"[\u4e00-\u9fff]", request):
+        rest = re.sub(r"[，。！？、,.!?\s]+", " ", request)
+        for word in sorted(FILLER, key=len, reverse=True):
+            rest = rest.replace(word, " ")
+        runs = [r for r in rest.split() if r]
+        without_types = [r for r in runs if r not in LEAVE_TYPES]
+        # the reason words, if any; else the leave type, if named; else everything
+        for candidates in (without_types, runs):
+            if candidates:
+                best = max(candidates, key=len)
+                for leave_type in LEAVE_TYPES:  # "特休家庭旅遊" → "家庭旅遊"
+                    if best != leave_type:
+                        best = best.replace(leave_type, "")
+                return best or candidates[0]
+        return ""
+    words = [w for w in re.findall(r"[A-Za-z0-9-]+", request.casefold()) if w not in ENGLISH_FILLER]
+    return " ".join(words)
+
+
+# -- steps ---------------------------------------------------------------------------------
+
+
+def _call(turn: Turn, say: _Voice, name: str, arguments: dict[str, Any]) -> Decision:
+    if name not in turn.offered:
+        return Decision(text=say.no_tool(name))
+    if ToolCall(name, arguments) in turn.calls:  # never loop on the same call
+        return Decision(text=say.done(turn.results[-1] if turn.results else ""))
+    return Decision(tool_calls=(ToolCall(name, arguments),))
+
+
+def _act(turn: Turn, say: _Voice, intent: str, leave_id: str) -> Decision:
+    if intent == "cancel":
+        return _call(turn, say, "cancel_approved_leave", {"leave_id": leave_id})
+    status = {"submit": "submitted", "approve": "approved", "reject": "rejected"}[intent]
+    return _call(turn, say, "update_leave_status", {"leave_id": leave_id, "status": status})
+
+
+def _create(turn: Turn, say: _Voice, last: str | None) -> Decision:
+    if turn.calls:
+        data = _json(last)
+        return Decision(text=say.created(data) if data else say.done(last or ""))
+    dates = ISO_DATE.findall(turn.request)
+    if not dates:
+        return Decision(text=say.need_dates())
+    leave_type = next((t for t in LEAVE_TYPES if t in turn.request), "特休")
+    reason_match = re.search(r"(?:事由|原因|reason)[:：\s]*(.+)$", turn.request)
+    reason = reason_match.group(1).strip() if reason_match else extract_keyword(turn.request)
+    arguments = {
+        "leave_type": leave_type,
+        "start_date": dates[0],
+        "end_date": dates[-1],
+        "reason": reason or leave_type,
+    }
+    return _call(turn, say, "create_leave", arguments)
+
+
+def _pick(leaves: list[dict[str, Any]], intent: str) -> dict[str, Any] | None:
+    wanted = {"submit": "submitted", "approve": "approved", "reject": "rejected"}.get(intent)
+    for leave in leaves:
+        if wanted and wanted in leave.get("next_steps", []):
+            return leave
+        if intent == "cancel" and leave.get("status") == "approved":
+            return leave
+    if intent == "submit":
+        return next((v for v in leaves if v.get("status") == "draft"), None)
+    if intent in ("approve", "reject"):
+        return next((v for v in leaves if v.get("status") == "submitted"), None)
+    return None
+
+
+def _referred_leave(turn: Turn) -> str | None:
+    """A follow-up like 「剛剛那張也送出」 means the leave last named in the conversation."""
+    if not any(word in turn.request.casefold() for word in REFERS_BACK):
+        return None
+    ids = LEAVE_ID.findall(turn.history_text)
+    return ids[-1] if ids else None
+
+
+def _is_error(result: str) -> bool:
+    if result.startswith(ERROR_PREFIX):
+        return True
+    data = _json(result)
+    return isinstance(data, dict) and "error" in data and "leaves" not in data
+
+
+def _error_text(result: str) -> str:
+    text = result.removeprefix(ERROR_PREFIX).strip()
+    data = _json(text)
+    if isinstance(data, dict) and isinstance(data.get("error"), dict):
+        return str(data["error"].get("message", text))
+    return text
+
+
+def _json(text: str | None) -> Any:
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # OpenAI content parts
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+# -- what it says --------------------------------------------------------------------------
+
+
+class _Voice:
+    def unknown(self) -> str: ...
+    def error(self, message: str) -> str: ...
+    def balance(self, data: Any) -> str: ...
+    def nothing_found(self, keyword: str) -> str: ...
+    def summary(self, leaves: list[dict[str, Any]]) -> str: ...
+    def not_eligible(self, leave: dict[str, Any], intent: str) -> str: ...
+    def updated(self, data: dict[str, Any]) -> str: ...
+    def cancelled(self, data: dict[str, Any]) -> str: ...
+    def kept(self, leave_id: str) -> str: ...
+    def created(self, data: dict[str, Any]) -> str: ...
+    def need_dates(self) -> str: ...
+    def no_tool(self, name: str) -> str: ...
+    def done(self, result: str) -> str: ...
+
+
+STATUS_ZH = {
+    "draft": "草稿",
+    "submitted": "審核中",
+    "approved": "已核准",
+    "rejected": "已駁回",
+    "cancelled": "已取消",
+}
+VERB_ZH = {"submitted": "送出審核", "approved": "核准", "rejected": "駁回"}
+VERB_EN = {"submitted": "submitted for approval", "approved": "approved", "rejected": "rejected"}
+
+
+class _Chinese(_Voice):
+    def unknown(self) -> str:
+        return "抱歉，我是差勤助手，只能協助查詢、申請、送審、核准或取消假單，以及查詢假期餘額。"
+
+    def error(self, message: str) -> str:
+        return f"這個操作沒有完成：{message}"
+
+    def balance(self, data: Any) -> str:
+        lines = (data or {}).get("balances", [])
+        parts = [f"{b['leave_type']} {b['remaining_days']:g} 天" for b in lines]
+        return "你目前的假期餘額：" + "、".join(parts) + "。"
+
+    def nothing_found(self, keyword: str) -> str:
+        return f"找不到符合「{keyword}」的假單，請確認關鍵字或日期。"
+
+    def summary(self, leaves: list[dict[str, Any]]) -> str:
+        items = [
+            f"{v['leave_id']}（{v['leave_type']}，{v['start_date']}～{v['end_date']}，"
+            f"{v['days']:g} 天，{STATUS_ZH.get(v['status'], v['status'])}，事由：{v['reason']}）"
+            for v in leaves
+        ]
+        return f"找到 {len(leaves)} 張假單：" + "；".join(items) + "。"
+
+    def not_eligible(self, leave: dict[str, Any], intent: str) -> str:
+        status = STATUS_ZH.get(leave["status"], leave["status"])
+        return f"假單 {leave['leave_id']} 目前是{status}，無法執行這個操作。"
+
+    def updated(self, data: dict[str, Any]) -> str:
+        verb = VERB_ZH.get(data.get("to_status", ""), data.get("to_status", ""))
+        return f"已將 {data['leave_id']} {verb}。"
+
+    def cancelled(self, data: dict[str, Any]) -> str:
+        return f"已取消假單 {data['leave_id']}，{data.get('restored_days', 0):g} 天已退回假期額度。"
+
+    def kept(self, leave_id: str) -> str:
+        return f"你沒有確認取消，假單 {leave_id} 維持已核准，沒有任何變更。"
+
+    def created(self, data: dict[str, Any]) -> str:
+        return (
+            f"已建立草稿假單 {data['leave_id']}（{data['leave_type']}，{data['start_date']}～"
+            f"{data['end_date']}），需要送出審核時請告訴我。"
+        )
+
+    def need_dates(self) -> str:
+        return "請告訴我請假的起訖日期（YYYY-MM-DD）與假別、事由。"
+
+    def no_tool(self, name: str) -> str:
+        return f"目前無法使用 {name} 工具，所以沒辦法完成這個操作。"
+
+    def done(self, result: str) -> str:
+        return "已完成。" if result else "好的。"
+
+
+class _English(_Voice):
+    def unknown(self) -> str:
+        return (
+            "Sorry, I am the leave assistant: I can search, create, submit, approve or cancel "
+            "leave requests and check your balance."
+        )
+
+    def error(self, message: str) -> str:
+        return f"That did not go through: {message}"
+
+    def balance(self, data: Any) -> str:
+        lines = (data or {}).get("balances", [])
+        return "Your balance: " + ", ".join(
+            f"{b['leave_type']} {b['remaining_days']:g} days" for b in lines
+        )
+
+    def nothing_found(self, keyword: str) -> str:
+        return f"No leave matches '{keyword}'."
+
+    def summary(self, leaves: list[dict[str, Any]]) -> str:
+        return f"Found {len(leaves)} leave(s): " + "; ".join(
+            f"{v['leave_id']} ({v['leave_type']}, {v['start_date']} to {v['end_date']}, "
+            f"{v['status']})"
+            for v in leaves
+        )
+
+    def not_eligible(self, leave: dict[str, Any], intent: str) -> str:
+        return f"Leave {leave['leave_id']} is {leave['status']}; I cannot do that."
+
+    def updated(self, data: dict[str, Any]) -> str:
+        return (
+            f"Leave {data['leave_id']} is now {VERB_EN.get(data['to_status'], data['to_status'])}."
+        )
+
+    def cancelled(self, data: dict[str, Any]) -> str:
+        days = data.get("restored_days", 0)
+        return f"Leave {data['leave_id']} is cancelled; {days:g} days restored."
+
+    def kept(self, leave_id: str) -> str:
+        return f"You did not confirm, so leave {leave_id} stays approved; nothing changed."
+
+    def created(self, data: dict[str, Any]) -> str:
+        return (
+            f"Created draft leave {data['leave_id']} ({data['start_date']} to {data['end_date']})."
+        )
+
+    def need_dates(self) -> str:
+        return "Which dates (YYYY-MM-DD), leave type and reason?"
+
+    def no_tool(self, name: str) -> str:
+        return f"The {name} tool is not available, so I cannot do that."
+
+    def done(self, result: str) -> str:
+        return "Done."

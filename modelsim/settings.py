@@ -1,0 +1,33 @@
+"""Settings of the model simulator, read once from `SIM_*` environment variables."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class SimSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="SIM_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=1, le=65535)
+    model: str = Field("leave-copilot", description="Served model name.")
+    max_model_len: int = Field(4096, ge=16)
+    profile: Literal["gpu", "instant"] = "gpu"
+    # Overrides of the profile's numbers; unset keeps the profile's value.
+    prefill_overhead_ms: float | None = Field(None, ge=0)
+    prefill_per_token_ms: float | None = Field(None, ge=0)
+    itl_ms: float | None = Field(None, ge=0)
+    slowdown_per_running: float | None = Field(None, ge=0)
+    max_num_seqs: int | None = Field(None, ge=1)
+    kv_cache_tokens: int | None = Field(None, ge=1)
+    jitter: float = Field(0.0, ge=0, lt=1, description="± fraction applied to every delay.")
+    seed: int | None = Field(None, description="Seed for the jitter; unset = unseeded.")
+    validation: Literal["strict", "lenient"] = "strict"
+    fault: str = Field("", description="Fault injected into every request (see README).")
+    fault_rate: float = Field(1.0, ge=0, le=1, description="Share of requests that get it.")
+    stall_seconds: float = Field(30.0, ge=0)
+    retry_after_seconds: int = Field(1, ge=0)
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
