@@ -60,3 +60,11 @@ bench-mcp: $(SYNCED) ## benchmark MCP tool-call round trips (prints p50/p99, cal
 .PHONY: clean
 clean: ## remove the virtual environments and local state
 	rm -rf $(VENV) $(TOOLS) var .pytest_cache .ruff_cache
+
+.PHONY: modelsim
+modelsim: $(SYNCED) ## serve the vLLM simulator on :8000 (SIM_* settings)
+	$(PY) -m modelsim
+
+.PHONY: bench-modelsim
+bench-modelsim: $(SYNCED) ## benchmark simulator requests/s on one core (instant profile)
+	$(PY) benchmarks/modelsim_throughput.py

@@ -261,7 +261,9 @@ class Simulator:
     ) -> None:
         m, child = self.metrics, self.metrics.child
         generated = 1 + len(timing.gaps) if timing.finished >= timing.first_token else 0
-        m.success.labels(m.model_name, "0", finish_reason).inc()
+        # The engine finishes a tool call like any other stop; "tool_calls" is an API-level name.
+        engine_reason = "stop" if finish_reason == "tool_calls" else finish_reason
+        m.success.labels(m.model_name, "0", engine_reason).inc()
         child(m.prompt_tokens).inc(chat.prompt_tokens)
         child(m.generation_tokens).inc(generated)
         child(m.prompt_hist).observe(chat.prompt_tokens)

@@ -147,7 +147,15 @@ class VllmMetrics:
             registry=r,
         )
 
-        for reason in FINISHED_REASONS:  # vLLM exports every reason from the start
+        # vLLM exports every family from the start, zero-valued: create each labelled child.
+        for metric in (
+            self.running, self.waiting, self.kv_cache, self.prompt_tokens, self.generation_tokens,
+            self.prefix_queries, self.prefix_hits, self.preemptions, self.prompt_hist,
+            self.generation_hist, self.max_tokens_hist, self.ttft, self.itl, self.tpot, self.e2e,
+            self.queue, self.inference, self.prefill, self.decode,
+        ):  # fmt: skip
+            metric.labels(*self._label_values)
+        for reason in FINISHED_REASONS:
             self.success.labels(*self._label_values, reason)
         for mode in ("streaming", "non_streaming"):
             for outcome in ("tool_call", "no_tool_call"):

@@ -90,3 +90,35 @@ def running(
         yield service
     finally:
         service.stop()
+
+
+def seed_database(db_url: str) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "mcp_server", "seed"],
+        cwd=REPO_ROOT,
+        env={**os.environ, "MCP_DATABASE_URL": db_url},
+        check=True,
+        capture_output=True,
+    )
+
+
+@contextmanager
+def mcp_server(workdir: Path, **env: str) -> Iterator[str]:
+    """A seeded `python -m mcp_server` on a free port; yields its base URL."""
+    port = free_port()
+    db_url = f"sqlite:///{workdir / f'leave-{port}.db'}"
+    seed_database(db_url)
+    settings = {"MCP_DATABASE_URL": db_url, "MCP_PORT": str(port), **env}
+    base = f"http://127.0.0.1:{port}"
+    with running(["mcp_server"], settings, workdir / f"mcp-{port}.log", f"{base}/readyz"):
+        yield base
+
+
+@contextmanager
+def model_simulator(workdir: Path, **env: str) -> Iterator[str]:
+    """`python -m modelsim` on a free port (SIM_* from keyword arguments); yields its base URL."""
+    port = free_port()
+    settings = {"SIM_PORT": str(port), **{f"SIM_{k.upper()}": v for k, v in env.items()}}
+    base = f"http://127.0.0.1:{port}"
+    with running(["modelsim"], settings, workdir / f"sim-{port}.log", f"{base}/health"):
+        yield base
