@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -31,3 +31,13 @@ class SimSettings(BaseSettings):
     stall_seconds: float = Field(30.0, ge=0)
     retry_after_seconds: int = Field(1, ge=0)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+    @field_validator("fault")
+    @classmethod
+    def _known_faults(cls, value: str) -> str:
+        from .generate import FAULTS  # late: keeps settings importable on its own
+
+        unknown = {f.strip() for f in value.split(",") if f.strip()} - FAULTS
+        if unknown:
+            raise ValueError(f"unknown fault(s) {sorted(unknown)}; known: {sorted(FAULTS)}")
+        return value
