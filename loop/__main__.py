@@ -1,0 +1,87 @@
+"""`python -m loop` serves the agent loop; `python -m loop export` writes training JSONL."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+
+from pydantic import ValidationError
+
+
+def _when(value: str) -> dt.datetime:
+    parsed = dt.datetime.fromisoformat(value)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m loop", description=__doc__)
+    commands = parser.add_subparsers(dest="command")
+    commands.add_parser("serve", help="serve the loop HTTP API (the default)")
+    export = commands.add_parser("export", help="write finished runs as chat-format JSONL")
+    export.add_argument("--output", "-o", default="-", help="file to write (default: stdout)")
+    export.add_argument(
+        "--status",
+        default="completed",
+        help="completed (default), max_turns, failed, cancelled, or all",
+    )
+    export.add_argument("--no-tool-errors", action="store_true", help="skip runs with a tool error")
+    export.add_argument("--since", type=_when, help="created at or after (ISO 8601)")
+    export.add_argument("--until", type=_when, help="created before (ISO 8601)")
+    args = parser.parse_args(argv)
+
+    from .settings import LoopSettings
+
+    try:
+        settings = LoopSettings()
+    except ValidationError as exc:
+        for error in exc.errors():
+            print(f"configuration error: {error['loc'][0]}: {error['msg']}", file=sys.stderr)
+        return 2
+
+    if args.command == "export":
+        from .export import export_runs
+        from .store import RunStore
+
+        store = RunStore(settings.store_url)
+        status = None if args.status == "all" else args.status
+        out = sys.stdout if args.output == "-" else open(args.output, "w", encoding="utf-8")  # noqa: SIM115
+        try:
+            count = export_runs(
+                store,
+                out,
+                status=status,
+                without_tool_errors=args.no_tool_errors,
+                since=args.since,
+                until=args.until,
+            )
+        finally:
+            if out is not sys.stdout:
+                out.close()
+            store.dispose()
+        print(f"exported {count} runs", file=sys.stderr)
+        return 0
+
+    import logging
+
+    import uvicorn
+
+    from .app import create_app
+
+    for chatty in ("httpx", "httpx2"):  # one line per request is noise
+        logging.getLogger(chatty).setLevel(logging.WARNING)
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        access_log=False,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

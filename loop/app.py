@@ -1,0 +1,413 @@
+"""The loop's HTTP API (FastAPI: OpenAPI at /docs)."""
+
+# No `from __future__ import annotations`: FastAPI resolves the route signatures at runtime,
+# and `Authenticated` is local to create_app.
+
+import asyncio
+import json
+import secrets
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Annotated, Any, Literal
+
+import httpx
+from fastapi import Depends, FastAPI, Header, HTTPException, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from mcp.types import ElicitResult
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import BaseModel, Field
+
+from .engine import LoopConfig
+from .mcp_pool import McpPool, McpUnauthorized, McpUnavailable
+from .metrics import LoopMetrics
+from .model import OpenAIChatModel
+from .runs import ConfirmationAlreadyAnswered, RunManager, UnknownConfirmation, accept_content
+from .settings import LoopSettings
+from .store import RunStore
+
+SESSION_ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
+
+
+class RunRequest(BaseModel):
+    input: str = Field(min_length=1, max_length=4000, description="The user's request.")
+    session_id: str | None = Field(
+        None, pattern=SESSION_ID_PATTERN, description="Continue this conversation."
+    )
+    stream: bool = Field(False, description="Server-Sent Events as the run happens.")
+    confirm: Literal["ask", "accept", "decline"] | None = Field(
+        None,
+        description="How confirmations are answered: ask the client (SSE event), or answer every "
+        "one automatically. Default: ask when streaming, decline otherwise.",
+    )
+
+
+class ConfirmationAnswer(BaseModel):
+    action: Literal["accept", "decline", "cancel"]
+    content: dict[str, Any] | None = None
+
+
+class Step(BaseModel):
+    type: str
+    name: str
+    started_at: str
+    duration_ms: float
+    arguments: Any = None
+    result: Any = None
+    error: str | None = None
+    tool_call_id: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class Usage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class RunResponse(BaseModel):
+    id: str
+    status: Literal["completed", "max_turns", "failed", "cancelled"]
+    answer: str
+    result: Any = None
+    reason: str | None = None
+    steps: list[Step]
+    usage: Usage
+    turns: int
+    session_id: str
+
+
+class ChatMessage(BaseModel):
+    role: str
+    content: Any = None
+
+
+class ChatRequest(BaseModel):
+    model: str
+    messages: list[ChatMessage] = Field(min_length=1)
+    stream: bool = False
+    stream_options: dict[str, Any] | None = None
+
+
+class User(BaseModel):
+    token: str
+    key: str
+
+
+def create_app(settings: LoopSettings | None = None) -> FastAPI:
+    settings = settings or LoopSettings()
+    metrics = LoopMetrics()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        store = RunStore(settings.store_url)
+        pool = McpPool(
+            settings.mcp_url,
+            connect_timeout=settings.mcp_connect_timeout_seconds,
+            read_timeout=settings.tool_timeout_seconds + settings.confirmation_timeout_seconds,
+        )
+        model = OpenAIChatModel(
+            base_url=settings.model_base_url,
+            model=settings.model_name,
+            api_key=settings.model_api_key.get_secret_value(),
+            timeout=settings.model_timeout_seconds,
+            max_retries=settings.model_max_retries,
+            backoff_seconds=settings.model_retry_backoff_seconds,
+            temperature=settings.temperature,
+            max_tokens=settings.max_tokens,
+            on_retry=lambda reason: metrics.retries.labels(reason).inc(),
+        )
+        config = LoopConfig(
+            system_prompt=settings.system_prompt,
+            max_turns=settings.max_turns,
+            stop_tools=frozenset(settings.stop_tools),
+            tool_timeout=settings.tool_timeout_seconds,
+            confirmation_timeout=settings.confirmation_timeout_seconds,
+            tool_concurrency=settings.tool_concurrency,
+        )
+        manager = RunManager(
+            pool=pool,
+            model=model,
+            streaming_model=model.streaming(),
+            config=config,
+            store=store,
+            metrics=metrics,
+            max_concurrent_runs=settings.max_concurrent_runs,
+            session_max_messages=settings.session_max_messages,
+        )
+        manager.mark_interrupted()
+        app.state.manager = manager
+        app.state.probe = httpx.AsyncClient(timeout=3.0)
+        try:
+            yield
+        finally:
+            for run in list(manager.active.values()):
+                if run.task:
+                    run.task.cancel()
+            await pool.close()
+            await model.close()
+            await app.state.probe.aclose()
+            store.dispose()
+
+    app = FastAPI(
+        title="leave-copilot agent loop",
+        version="0.1.0",
+        description="A thin native agent loop between a tool-calling model and the leave MCP "
+        "server: runs, streaming, confirmations over HTTP, sessions, step records.",
+        lifespan=lifespan,
+    )
+
+    def manager_of(request: Request) -> RunManager:
+        return request.app.state.manager
+
+    async def current_user(
+        request: Request, authorization: Annotated[str | None, Header()] = None
+    ) -> User:
+        if not authorization or not authorization.lower().startswith("bearer "):
+            raise HTTPException(401, "missing bearer token", {"WWW-Authenticate": "Bearer"})
+        token = authorization[7:].strip()
+        try:
+            key = await manager_of(request).authenticate(token)
+        except McpUnauthorized:
+            raise HTTPException(
+                401, "the leave system does not accept this token", {"WWW-Authenticate": "Bearer"}
+            ) from None
+        except McpUnavailable as error:
+            raise HTTPException(503, f"the leave MCP server is unavailable: {error}") from None
+        return User(token=token, key=key)
+
+    Authenticated = Annotated[User, Depends(current_user)]
+
+    @app.get("/healthz", tags=["health"])
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["health"])
+    async def readyz(request: Request) -> JSONResponse:
+        probe: httpx.AsyncClient = request.app.state.probe
+
+        async def model_ok() -> str:
+            try:
+                response = await probe.get(f"{settings.model_base_url}/models")
+                return "ok" if response.status_code == 200 else f"HTTP {response.status_code}"
+            except httpx.HTTPError as error:
+                return type(error).__name__
+
+        async def mcp_ok() -> str:
+            try:  # any answer below 500 (401, 405, 406 …) means the server is there
+                response = await probe.get(settings.mcp_url)
+                return "ok" if response.status_code < 500 else f"HTTP {response.status_code}"
+            except httpx.HTTPError as error:
+                return type(error).__name__
+
+        model, mcp = await asyncio.gather(model_ok(), mcp_ok())
+        ready = model == mcp == "ok"
+        return JSONResponse(
+            {"status": "ready" if ready else "unavailable", "model": model, "mcp": mcp},
+            status_code=200 if ready else 503,
+        )
+
+    @app.get("/metrics", tags=["health"])
+    async def prometheus() -> Response:
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.post(
+        "/v1/runs",
+        tags=["runs"],
+        response_model=RunResponse,
+        responses={200: {"content": {"text/event-stream": {}}}},
+    )
+    async def create_run(body: RunRequest, user: Authenticated, request: Request) -> Response:
+        """Run the agent on one request. With `stream: true` the answer is a stream of
+        Server-Sent Events: run.started, model.started/finished, tool.started/finished,
+        confirmation.requested/resolved, answer.delta, detection, run.finished."""
+        manager = manager_of(request)
+        confirm = body.confirm or ("ask" if body.stream else "decline")
+        run = await manager.start(
+            user.token, body.input, session_id=body.session_id, confirm=confirm, stream=body.stream
+        )
+        if not body.stream:
+            return JSONResponse(await asyncio.shield(run.task))
+        return StreamingResponse(_sse(manager, run), media_type="text/event-stream")
+
+    @app.get("/v1/runs/{run_id}", tags=["runs"])
+    async def get_run(run_id: str, user: Authenticated, request: Request) -> dict[str, Any]:
+        record = await manager_of(request).record(run_id, user.key)
+        if record is None:
+            raise HTTPException(404, "no such run")
+        return record
+
+    @app.post("/v1/runs/{run_id}/cancel", tags=["runs"])
+    async def cancel_run(run_id: str, user: Authenticated, request: Request) -> dict[str, Any]:
+        manager = manager_of(request)
+        run = manager.active.get(run_id)
+        if run is None or run.user_key != user.key or not manager.cancel(run_id, user.key):
+            raise HTTPException(404, "no such running run")
+        return await asyncio.shield(run.task)
+
+    @app.post("/v1/runs/{run_id}/confirmations/{confirmation_id}", tags=["runs"])
+    async def answer_confirmation(
+        run_id: str,
+        confirmation_id: str,
+        body: ConfirmationAnswer,
+        user: Authenticated,
+        request: Request,
+    ) -> dict[str, str]:
+        manager = manager_of(request)
+        run = manager.active.get(run_id)
+        pending = run.confirmations.get(confirmation_id) if run else None
+        content = body.content
+        if body.action == "accept" and content is None and pending is not None:
+            content = accept_content(pending.schema)
+        answer = ElicitResult(
+            action=body.action, content=content if body.action == "accept" else None
+        )
+        try:
+            manager.answer_confirmation(run_id, user.key, confirmation_id, answer)
+        except UnknownConfirmation:
+            raise HTTPException(404, "no such pending confirmation") from None
+        except ConfirmationAlreadyAnswered:
+            raise HTTPException(409, "this confirmation was already answered") from None
+        return {"status": "answered", "action": body.action}
+
+    @app.get("/v1/models", tags=["openai"])
+    async def models() -> dict[str, Any]:
+        return {
+            "object": "list",
+            "data": [
+                {"id": settings.agent_model_name, "object": "model", "owned_by": "leave-copilot"}
+            ],
+        }
+
+    @app.post("/v1/chat/completions", tags=["openai"])
+    async def chat_completions(
+        body: ChatRequest, user: Authenticated, request: Request
+    ) -> Response:
+        """OpenAI-compatible facade: the whole agent run behind one chat completion. The last
+        user message is the request; earlier user/assistant messages are its history.
+        Confirmations are declined (a non-interactive caller never confirms by accident)."""
+        if body.model != settings.agent_model_name:
+            return JSONResponse(
+                {
+                    "error": {
+                        "message": f"The model `{body.model}` does not exist.",
+                        "type": "NotFoundError",
+                        "param": "model",
+                        "code": 404,
+                    }
+                },
+                status_code=404,
+            )
+        user_input, history = _split_chat(body.messages)
+        if not user_input:
+            raise HTTPException(400, "the last message must be a user message with text")
+        manager = manager_of(request)
+        run = await manager.start(
+            user.token,
+            user_input,
+            session_id=None,
+            confirm="decline",
+            stream=body.stream,
+            history=history,
+        )
+        completion_id = f"chatcmpl-{secrets.token_hex(8)}"
+        if not body.stream:
+            final = await asyncio.shield(run.task)
+            return JSONResponse(_completion(completion_id, settings.agent_model_name, final))
+        include_usage = bool((body.stream_options or {}).get("include_usage"))
+        return StreamingResponse(
+            _chat_stream(manager, run, completion_id, settings.agent_model_name, include_usage),
+            media_type="text/event-stream",
+        )
+
+    return app
+
+
+async def _sse(manager: RunManager, run: Any) -> AsyncIterator[bytes]:
+    async for kind, data in manager.events(run):
+        payload = json.dumps(data, ensure_ascii=False, default=str)
+        yield f"event: {kind}\ndata: {payload}\n\n".encode()
+
+
+def _split_chat(messages: list[ChatMessage]) -> tuple[str, list[dict[str, Any]]]:
+    texts = [
+        {"role": m.role, "content": _text(m.content)}
+        for m in messages
+        if m.role in ("user", "assistant") and _text(m.content)
+    ]
+    if not texts or texts[-1]["role"] != "user" or messages[-1].role != "user":
+        return "", []
+    return texts[-1]["content"], texts[:-1]
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def _completion(completion_id: str, model: str, final: dict[str, Any]) -> dict[str, Any]:
+    usage = final["usage"]
+    answer = final["answer"] or _status_text(final)
+    return {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": answer},
+                "finish_reason": "stop" if final["status"] == "completed" else "length",
+            }
+        ],
+        "usage": {**usage, "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]},
+        "run": {"id": final["id"], "status": final["status"], "turns": final["turns"]},
+    }
+
+
+def _status_text(final: dict[str, Any]) -> str:
+    return f"（執行未完成：{final['status']}，{final.get('reason') or ''}）"
+
+
+async def _chat_stream(
+    manager: RunManager, run: Any, completion_id: str, model: str, include_usage: bool
+) -> AsyncIterator[bytes]:
+    head = {
+        "id": completion_id,
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+    }
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        body = {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        return f"data: {json.dumps(body, ensure_ascii=False)}\n\n".encode()
+
+    yield chunk({"role": "assistant", "content": ""})
+    # Answer text is only known to be the answer once its turn ends without tool calls:
+    # buffer each model turn's text and release it when that turn is the last.
+    buffered: list[str] = []
+    async for kind, data in manager.events(run):
+        if kind == "model.started":
+            buffered = []
+        elif kind == "answer.delta":
+            buffered.append(data["text"])
+        elif kind == "model.finished" and not data.get("step", {}).get("result", {}).get(
+            "tool_calls"
+        ):
+            for text in buffered:
+                yield chunk({"content": text})
+            buffered = []
+        elif kind == "run.finished":
+            if data["status"] != "completed" or not data["answer"]:
+                yield chunk({"content": data["answer"] or _status_text(data)})
+            yield chunk({}, "stop" if data["status"] == "completed" else "length")
+            if include_usage:
+                usage = data["usage"]
+                total = usage["prompt_tokens"] + usage["completion_tokens"]
+                body = {**head, "choices": [], "usage": {**usage, "total_tokens": total}}
+                yield f"data: {json.dumps(body)}\n\n".encode()
+    yield b"data: [DONE]\n\n"

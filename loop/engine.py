@@ -1,0 +1,433 @@
+"""The agent loop itself: tools → model → tool calls → results → repeat. No HTTP in here.
+
+The five steps of the seed loop, plus the invariants that keep a transcript valid for any
+OpenAI-compatible server: the assistant message is appended as returned (null content → ""),
+and every tool_call_id gets exactly one tool message — also when a call failed, timed out, was
+cancelled or was declined.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import re
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+SYSTEM_PROMPT = (
+    "你是差勤助手。更新假單前必須先查詢取得真實 ID；"
+    "假單狀態只能逐級推進；使用者拒絕後不得改用其他工具達成。"
+)
+ERROR_PREFIX = "[工具執行失敗]"
+MAX_TURNS_ANSWER = "已達最大輪次上限，未能完成任務。"
+STOPPED_TOOL_TEXT = "已記錄最終結果。"
+
+# A tool call written as text: hermes/Qwen <tool_call> tags, or a JSON object naming a tool.
+_TAGGED_CALL = re.compile(r"<tool_call>|<\|python_tag\|>|\[TOOL_CALLS\]")
+_JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
+
+
+# -- what the loop talks to ----------------------------------------------------------------
+
+
+@dataclass
+class ModelReply:
+    message: dict[str, Any]  # role, content, tool_calls (OpenAI shapes)
+    finish_reason: str
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class ModelError(Exception):
+    """The model endpoint could not give an answer (after retries)."""
+
+
+class Model(Protocol):
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        on_text: Callable[[str], Awaitable[None]] | None = None,
+    ) -> ModelReply: ...
+
+
+@dataclass(frozen=True)
+class ToolInfo:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    needs_confirmation: bool = False
+
+    def openai_tool(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    text: str
+    is_error: bool
+    structured: dict[str, Any] | None = None
+
+
+class Tools(Protocol):
+    async def list(self) -> Sequence[ToolInfo]: ...
+    async def call(self, name: str, arguments: dict[str, Any]) -> ToolResult: ...
+
+
+Emit = Callable[[str, dict[str, Any]], Awaitable[None]]
+
+
+async def _no_emit(_kind: str, _data: dict[str, Any]) -> None:
+    return None
+
+
+# -- what the loop produces ----------------------------------------------------------------
+
+
+@dataclass
+class Step:
+    type: str  # model | tool | detection
+    name: str
+    started_at: str
+    duration_ms: float = 0.0
+    arguments: Any = None
+    result: Any = None
+    error: str | None = None
+    tool_call_id: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class RunResult:
+    status: str  # completed | max_turns | failed | cancelled
+    answer: str
+    steps: list[Step]
+    messages: list[dict[str, Any]]  # this run's transcript: user, assistant, tool messages
+    tools: list[dict[str, Any]]
+    turns: int
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    result: Any = None
+    reason: str | None = None
+    detections: list[str] = field(default_factory=list)
+
+    @property
+    def tool_errors(self) -> int:
+        return sum(1 for s in self.steps if s.type == "tool" and s.error)
+
+
+@dataclass
+class LoopConfig:
+    system_prompt: str = SYSTEM_PROMPT
+    max_turns: int = 8
+    stop_tools: frozenset[str] = frozenset()
+    tool_timeout: float = 30.0
+    confirmation_timeout: float = 120.0
+    tool_concurrency: int = 4
+
+
+# -- the loop ------------------------------------------------------------------------------
+
+
+class AgentLoop:
+    def __init__(self, model: Model, config: LoopConfig | None = None) -> None:
+        self.model = model
+        self.config = config or LoopConfig()
+
+    async def run(
+        self,
+        user_input: str,
+        tools: Tools,
+        history: Sequence[dict[str, Any]] = (),
+        emit: Emit = _no_emit,
+    ) -> RunResult:
+        config = self.config
+        state = _RunState(user_input)
+        try:
+            catalogue = {t.name: t for t in await tools.list()}
+            state.tools = [t.openai_tool() for t in catalogue.values()]
+            prefix = [{"role": "system", "content": config.system_prompt}, *history]
+            for turn in range(1, config.max_turns + 1):
+                state.turns = turn
+                reply = await self._call_model(prefix + state.messages, state, emit)
+                message = _as_appended(reply.message)
+                state.messages.append(message)
+                calls = message.get("tool_calls") or []
+                if not calls:
+                    return await self._finish_text(message, reply, catalogue, state, emit)
+                stop_call = next(
+                    (c for c in calls if c["function"]["name"] in config.stop_tools), None
+                )
+                if stop_call is not None:
+                    return self._finish_with_stop_tool(stop_call, calls, state)
+                await self._run_tool_calls(calls, catalogue, tools, state, emit)
+            return state.result("max_turns", MAX_TURNS_ANSWER, reason="max_turns")
+        except ModelError as error:
+            return state.result("failed", "", reason=f"model_error: {error}")
+        except asyncio.CancelledError:
+            state.answer_pending_calls(f"{ERROR_PREFIX} 已取消")
+            return state.result("cancelled", "", reason="cancelled")
+        except Exception as error:  # an MCP server that is down when the run starts
+            state.answer_pending_calls(f"{ERROR_PREFIX} {type(error).__name__}")
+            return state.result("failed", "", reason=f"{type(error).__name__}: {error}")
+
+    async def _call_model(
+        self, messages: list[dict[str, Any]], state: _RunState, emit: Emit
+    ) -> ModelReply:
+        step = state.step("model", "chat")
+        await emit("model.started", {"turn": state.turns})
+
+        async def on_text(delta: str) -> None:
+            await emit("answer.delta", {"text": delta})
+
+        try:
+            reply = await self.model.complete(messages, state.tools, on_text)
+        except ModelError as error:
+            state.close(step, error=str(error))
+            await emit("model.finished", {"turn": state.turns, "error": str(error)})
+            raise
+        step.prompt_tokens, step.completion_tokens = reply.prompt_tokens, reply.completion_tokens
+        state.prompt_tokens += reply.prompt_tokens
+        state.completion_tokens += reply.completion_tokens
+        step.result = {
+            "finish_reason": reply.finish_reason,
+            "tool_calls": [c["function"]["name"] for c in reply.message.get("tool_calls") or []],
+        }
+        state.close(step)
+        await emit("model.finished", {"turn": state.turns, "step": step.to_dict()})
+        return reply
+
+    async def _finish_text(
+        self,
+        message: dict[str, Any],
+        reply: ModelReply,
+        catalogue: dict[str, ToolInfo],
+        state: _RunState,
+        emit: Emit,
+    ) -> RunResult:
+        text = message.get("content") or ""
+        if reply.finish_reason == "length":
+            await self._detect(state, emit, "length", "the model hit max_tokens; answer cut off")
+            return state.result("failed", text, reason="length")
+        if looks_like_tool_call(text, catalogue):
+            await self._detect(
+                state,
+                emit,
+                "tool_call_in_content",
+                "the model wrote a tool call as text: start vLLM with --enable-auto-tool-choice "
+                "and the --tool-call-parser of the base model",
+            )
+            return state.result("failed", text, reason="tool_call_in_content")
+        return state.result("completed", text)
+
+    async def _detect(self, state: _RunState, emit: Emit, kind: str, detail: str) -> None:
+        step = state.step("detection", kind)
+        step.error = detail
+        state.close(step)
+        state.detections.append(kind)
+        await emit("detection", {"kind": kind, "detail": detail})
+
+    def _finish_with_stop_tool(
+        self, stop_call: dict[str, Any], calls: list[dict[str, Any]], state: _RunState
+    ) -> RunResult:
+        arguments, error = parse_arguments(stop_call["function"].get("arguments"))
+        step = state.step("tool", stop_call["function"]["name"])
+        step.tool_call_id, step.arguments, step.error = stop_call["id"], arguments, error
+        state.close(step)
+        for call in calls:  # keep the transcript valid for the session's next run
+            state.messages.append(
+                {"role": "tool", "tool_call_id": call["id"], "content": STOPPED_TOOL_TEXT}
+            )
+        if error:
+            return state.result("failed", "", reason=f"stop tool arguments: {error}")
+        return state.result("completed", "", result=arguments)
+
+    async def _run_tool_calls(
+        self,
+        calls: list[dict[str, Any]],
+        catalogue: dict[str, ToolInfo],
+        tools: Tools,
+        state: _RunState,
+        emit: Emit,
+    ) -> None:
+        limit = asyncio.Semaphore(max(self.config.tool_concurrency, 1))
+        state.pending = [c["id"] for c in calls]
+
+        async def one(call: dict[str, Any]) -> str:
+            async with limit:
+                return await self._run_one(call, catalogue, tools, state, emit)
+
+        results = await asyncio.gather(*(one(c) for c in calls))
+        for call, text in zip(calls, results, strict=True):  # original order
+            state.messages.append({"role": "tool", "tool_call_id": call["id"], "content": text})
+        state.pending = []
+
+    async def _run_one(
+        self,
+        call: dict[str, Any],
+        catalogue: dict[str, ToolInfo],
+        tools: Tools,
+        state: _RunState,
+        emit: Emit,
+    ) -> str:
+        name = call["function"]["name"]
+        step = state.step("tool", name)
+        step.tool_call_id = call["id"]
+        arguments, parse_error = parse_arguments(call["function"].get("arguments"))
+        step.arguments = arguments if parse_error is None else call["function"].get("arguments")
+        await emit(
+            "tool.started", {"tool_call_id": call["id"], "name": name, "arguments": step.arguments}
+        )
+        if parse_error is not None:
+            text = f"{ERROR_PREFIX} 參數不是有效的 JSON（{parse_error}），請修正後重新呼叫 {name}。"
+            step.error = "invalid_arguments"
+        elif name not in catalogue:
+            available = "、".join(catalogue)
+            text = f"{ERROR_PREFIX} 沒有名為 {name} 的工具。可用的工具：{available}。"
+            step.error = "unknown_tool"
+        else:
+            info = catalogue[name]
+            timeout = self.config.tool_timeout + (
+                self.config.confirmation_timeout if info.needs_confirmation else 0
+            )
+            try:
+                result = await asyncio.wait_for(tools.call(name, arguments), timeout)
+            except TimeoutError:
+                text = f"{ERROR_PREFIX} 工具 {name} 逾時（{timeout:g} 秒），請稍後再試。"
+                step.error = "timeout"
+            except asyncio.CancelledError:
+                step.error = "cancelled"
+                state.close(step)
+                raise
+            except Exception as error:  # a tool failure is the model's to read, not a crash
+                text = f"{ERROR_PREFIX} 工具 {name} 暫時無法使用（{type(error).__name__}）。"
+                step.error = f"{type(error).__name__}: {error}"
+            else:
+                step.result = result.structured if result.structured is not None else result.text
+                text = f"{ERROR_PREFIX} {result.text}" if result.is_error else result.text
+                if result.is_error:
+                    step.error = "tool_error"
+        state.close(step)
+        await emit(
+            "tool.finished", {"tool_call_id": call["id"], "name": name, "step": step.to_dict()}
+        )
+        return text
+
+
+class _RunState:
+    def __init__(self, user_input: str) -> None:
+        self.messages: list[dict[str, Any]] = [{"role": "user", "content": user_input}]
+        self.steps: list[Step] = []
+        self.tools: list[dict[str, Any]] = []
+        self.turns = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.pending: list[str] = []
+        self.detections: list[str] = []
+        self._clocks: dict[int, float] = {}
+
+    def step(self, kind: str, name: str) -> Step:
+        step = Step(kind, name, started_at=dt.datetime.now(dt.UTC).isoformat())
+        self._clocks[id(step)] = time.perf_counter()
+        self.steps.append(step)
+        return step
+
+    def close(self, step: Step, error: str | None = None) -> None:
+        started = self._clocks.pop(id(step), None)
+        if started is not None:
+            step.duration_ms = round((time.perf_counter() - started) * 1000, 3)
+        if error:
+            step.error = error
+
+    def answer_pending_calls(self, text: str) -> None:
+        """Every tool_call_id gets its tool message, even when the run stops mid-turn."""
+        answered = {m.get("tool_call_id") for m in self.messages if m.get("role") == "tool"}
+        for call_id in self.pending:
+            if call_id not in answered:
+                self.messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
+        self.pending = []
+
+    def result(
+        self, status: str, answer: str, *, reason: str | None = None, result: Any = None
+    ) -> RunResult:
+        return RunResult(
+            status=status,
+            answer=answer,
+            steps=self.steps,
+            messages=self.messages,
+            tools=self.tools,
+            turns=self.turns,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            result=result,
+            reason=reason,
+            detections=self.detections,
+        )
+
+
+def _as_appended(message: dict[str, Any]) -> dict[str, Any]:
+    """The assistant message as returned, with `content: null` made "" (some servers reject
+    null) and without empty or None fields."""
+    appended: dict[str, Any] = {"role": "assistant", "content": message.get("content") or ""}
+    if message.get("tool_calls"):
+        appended["tool_calls"] = [
+            {
+                "id": c["id"],
+                "type": c.get("type") or "function",
+                "function": {
+                    "name": c["function"]["name"],
+                    "arguments": c["function"].get("arguments") or "",
+                },
+            }
+            for c in message["tool_calls"]
+        ]
+    return appended
+
+
+def parse_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
+    """Arguments as a dict, or the reason they are not one. Never raises."""
+    if raw is None or raw == "":
+        return {}, None
+    if isinstance(raw, dict):
+        return raw, None
+    try:
+        value = json.loads(raw)
+    except (TypeError, ValueError) as error:
+        return {}, str(error)
+    if not isinstance(value, dict):
+        return {}, "arguments must be a JSON object"
+    return value, None
+
+
+def looks_like_tool_call(text: str, catalogue: dict[str, ToolInfo]) -> bool:
+    """True when text content carries a tool call (vLLM without the right tool parser)."""
+    if not text:
+        return False
+    if _TAGGED_CALL.search(text):
+        return True
+    match = _JSON_OBJECT.search(text)
+    if not match:
+        return False
+    try:
+        value = json.loads(match.group(0))
+    except ValueError:
+        return False
+    return (
+        isinstance(value, dict)
+        and value.get("name") in catalogue
+        and ("arguments" in value or "parameters" in value)
+    )

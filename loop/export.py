@@ -1,0 +1,58 @@
+"""Finished runs as chat-format JSONL (messages + tools): the next round of fine-tuning data."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterator
+from typing import Any, TextIO
+
+from .store import RunRecord, RunStore
+
+
+def training_example(record: RunRecord) -> dict[str, Any]:
+    messages = [
+        {"role": "system", "content": record.system_prompt},
+        *record.history,
+        *record.messages,
+    ]
+    if record.answer and (not record.messages or record.messages[-1].get("role") != "assistant"):
+        messages.append({"role": "assistant", "content": record.answer})
+    return {
+        "messages": messages,
+        "tools": record.tools,
+        "metadata": {
+            "run_id": record.id,
+            "status": record.status,
+            "turns": record.turns,
+            "created_at": record.created_at.isoformat() if record.created_at else None,
+        },
+    }
+
+
+def export_runs(
+    store: RunStore,
+    out: TextIO,
+    *,
+    status: str | None = "completed",
+    without_tool_errors: bool = False,
+    since: dt.datetime | None = None,
+    until: dt.datetime | None = None,
+) -> int:
+    count = 0
+    for record in _select(store, status, without_tool_errors, since, until):
+        out.write(json.dumps(training_example(record), ensure_ascii=False) + "\n")
+        count += 1
+    return count
+
+
+def _select(
+    store: RunStore,
+    status: str | None,
+    without_tool_errors: bool,
+    since: dt.datetime | None,
+    until: dt.datetime | None,
+) -> Iterator[RunRecord]:
+    return store.finished_runs(
+        status=status, without_tool_errors=without_tool_errors, since=since, until=until
+    )

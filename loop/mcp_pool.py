@@ -1,0 +1,300 @@
+"""Long-lived MCP clients, one per user token, reused across runs.
+
+Each connection is owned by one task that enters and exits the SDK's context managers (anyio
+requires that); runs call tools on it from their own tasks, which the SDK allows. The tool list
+is cached per connection and refreshed when the server announces a change or the connection is
+re-established. A dead connection is dropped and re-opened on next use, so a restarted MCP server
+costs one failed call, not a restart of the loop.
+
+Confirmations (MCP elicitation) are routed to the run that made the call through a context
+variable: in the modern protocol era the SDK answers the server's input request inside the
+caller's task tree, so the variable set around `call_tool` is visible in the callback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import hashlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx2
+from mcp import Client, MCPError
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import ElicitResult
+
+logger = logging.getLogger(__name__)
+
+ConfirmHandler = Callable[[str, dict[str, Any]], Awaitable[ElicitResult]]
+# Set by the run around each tool call; read by the elicitation callback.
+current_confirm_handler: contextvars.ContextVar[ConfirmHandler | None] = contextvars.ContextVar(
+    "current_confirm_handler", default=None
+)
+
+
+# What the SDK says when the transport, not the server's logic, failed.
+TRANSPORT_FAILURES = {
+    "Connection closed",
+    "Server returned an error response",
+    "Session terminated",
+}
+
+
+class McpUnauthorized(Exception):
+    """The MCP server refused the user's token (HTTP 401)."""
+
+
+class McpUnavailable(Exception):
+    """The MCP server could not be reached or the connection broke."""
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    read_only: bool
+    destructive: bool = False
+
+    def openai_tool(self) -> dict[str, Any]:
+        schema = {k: v for k, v in self.input_schema.items() if k != "title"}
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": schema},
+        }
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    text: str
+    is_error: bool
+    structured: dict[str, Any] | None = None
+
+
+class McpConnection:
+    def __init__(
+        self, url: str, token: str, *, connect_timeout: float, read_timeout: float
+    ) -> None:
+        self.url = url
+        self._token = token
+        self._connect_timeout = connect_timeout
+        self._read_timeout = read_timeout
+        self._client: Client | None = None
+        self._tools: list[ToolSpec] | None = None
+        self._ready = asyncio.Event()
+        self._closing = asyncio.Event()
+        self._error: BaseException | None = None
+        self._owner: asyncio.Task[None] | None = None
+        self._refused = False  # the server answered 401: the token is not (or no longer) valid
+        self._broken = False
+        self.last_used = time.monotonic()
+
+    @property
+    def alive(self) -> bool:
+        return (
+            self._owner is not None
+            and not self._owner.done()
+            and self._client is not None
+            and not self._broken
+        )
+
+    async def open(self) -> None:
+        self._owner = asyncio.create_task(self._own(), name=f"mcp-connection {self.url}")
+        ready = asyncio.create_task(self._ready.wait())
+        try:
+            await asyncio.wait(
+                [ready, self._owner],
+                timeout=self._connect_timeout,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        finally:
+            ready.cancel()
+        if self._client is None:
+            await self.close()
+            if self._refused:
+                raise McpUnauthorized("the MCP server refused the token")
+            raise McpUnavailable(f"cannot connect to the MCP server: {_describe(self._error)}")
+
+    async def _own(self) -> None:
+        headers = {"Authorization": f"Bearer {self._token}"}
+
+        async def watch_status(response: httpx2.Response) -> None:
+            # The SDK turns HTTP errors into a generic JSON-RPC error; keep the 401 apart.
+            if response.status_code == 401:
+                self._refused = True
+
+        try:
+            async with (
+                httpx2.AsyncClient(
+                    headers=headers, event_hooks={"response": [watch_status]}
+                ) as http,
+                Client(
+                    streamable_http_client(self.url, http_client=http),
+                    elicitation_callback=self._on_elicit,
+                    message_handler=self._on_message,
+                    read_timeout_seconds=self._read_timeout,
+                ) as client,
+            ):
+                self._client = client
+                self._ready.set()
+                await self._closing.wait()
+        except BaseException as error:  # recorded; the owner task just ends
+            self._error = error
+            if not isinstance(error, asyncio.CancelledError):
+                logger.info("MCP connection ended: %s", _describe(error))
+        finally:
+            self._client = None
+
+    async def close(self) -> None:
+        self._closing.set()
+        if self._owner is not None and not self._owner.done():
+            try:
+                await asyncio.wait_for(asyncio.shield(self._owner), timeout=5)
+            except (TimeoutError, asyncio.CancelledError):
+                self._owner.cancel()
+
+    async def tools(self) -> list[ToolSpec]:
+        if self._tools is None:
+            client = self._require()
+            listed = await asyncio.wait_for(client.list_tools(), self._read_timeout)
+            self._tools = [
+                ToolSpec(
+                    t.name,
+                    t.description or "",
+                    dict(t.input_schema),
+                    bool(t.annotations and t.annotations.read_only_hint),
+                    bool(t.annotations and t.annotations.destructive_hint),
+                )
+                for t in listed.tools
+            ]
+        return self._tools
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
+        """Call a tool; a broken transport marks this connection dead and raises."""
+        client = self._require()
+        self.last_used = time.monotonic()
+        try:
+            result = await client.call_tool(name, arguments)
+        except MCPError as error:
+            if self._refused:
+                self._broken = True
+                raise McpUnauthorized("the MCP server refused the token") from error
+            if error.error.message in TRANSPORT_FAILURES:
+                self._broken = True
+                raise McpUnavailable(f"MCP connection lost: {error.error.message}") from error
+            raise
+        text = "\n".join(getattr(block, "text", "") for block in result.content)
+        return ToolOutcome(text, bool(result.is_error), result.structured_content)
+
+    def _require(self) -> Client:
+        if self._client is None:
+            raise McpUnavailable(f"MCP connection is closed: {_describe(self._error)}")
+        return self._client
+
+    async def _on_elicit(self, _context: Any, params: Any) -> ElicitResult:
+        handler = current_confirm_handler.get()
+        if handler is None:  # no run to ask: never confirm a destructive action by default
+            return ElicitResult(action="decline")
+        schema = getattr(params, "requested_schema", None) or {}
+        return await handler(params.message, dict(schema))
+
+    async def _on_message(self, message: Any) -> None:
+        method = getattr(getattr(message, "root", message), "method", None)
+        if method == "notifications/tools/list_changed":
+            self._tools = None
+
+
+def token_key(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class McpPool:
+    """One live `McpConnection` per user token; opened on first use, re-opened when dead."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 30.0,
+        idle_seconds: float = 600.0,
+        max_connections: int = 1000,
+    ) -> None:
+        self.url = url
+        self._connect_timeout = connect_timeout
+        self._read_timeout = read_timeout
+        self._idle_seconds = idle_seconds
+        self._max = max_connections
+        self._connections: dict[str, McpConnection] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self.connects = 0  # for metrics and the benchmark
+
+    async def connection(self, token: str) -> McpConnection:
+        key = token_key(token)
+        existing = self._connections.get(key)
+        if existing is not None and existing.alive:
+            existing.last_used = time.monotonic()
+            return existing
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            existing = self._connections.get(key)
+            if existing is not None and existing.alive:
+                return existing
+            if existing is not None:
+                await existing.close()
+            await self._evict_idle()
+            connection = McpConnection(
+                self.url,
+                token,
+                connect_timeout=self._connect_timeout,
+                read_timeout=self._read_timeout,
+            )
+            await connection.open()
+            self.connects += 1
+            self._connections[key] = connection
+            return connection
+
+    async def discard(self, token: str) -> None:
+        connection = self._connections.pop(token_key(token), None)
+        if connection is not None:
+            await connection.close()
+
+    async def _evict_idle(self) -> None:
+        now = time.monotonic()
+        stale = [
+            k
+            for k, c in self._connections.items()
+            if now - c.last_used > self._idle_seconds or not c.alive
+        ]
+        if len(self._connections) - len(stale) >= self._max:
+            oldest = min(self._connections, key=lambda k: self._connections[k].last_used)
+            stale.append(oldest)
+        for key in stale:
+            connection = self._connections.pop(key, None)
+            if connection is not None:
+                await connection.close()
+
+    async def close(self) -> None:
+        connections, self._connections = list(self._connections.values()), {}
+        await asyncio.gather(*(c.close() for c in connections), return_exceptions=True)
+
+
+def _describe(error: BaseException | None) -> str:
+    leaves = [e for e in _flatten(error) if not isinstance(e, asyncio.CancelledError)]
+    if not leaves:
+        return "closed"
+    first = leaves[0]
+    return f"{type(first).__name__}: {first}"[:300]
+
+
+def _flatten(error: BaseException | None) -> list[BaseException]:
+    if error is None:
+        return []
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for sub in error.exceptions for leaf in _flatten(sub)]
+    cause = error.__cause__ or error.__context__
+    return [error, *(_flatten(cause) if cause is not None and cause is not error else [])]

@@ -1,0 +1,59 @@
+"""Prometheus metrics of the loop service (own registry per app)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+RUN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300)
+CALL_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+class LoopMetrics:
+    def __init__(self) -> None:
+        self.registry = r = CollectorRegistry()
+        self.runs = Counter("leave_loop_runs", "Finished runs by status.", ["status"], registry=r)
+        self.run_duration = Histogram(
+            "leave_loop_run_duration_seconds", "Run wall time.", buckets=RUN_BUCKETS, registry=r
+        )
+        self.turns = Histogram(
+            "leave_loop_run_turns",
+            "Model turns per run.",
+            buckets=(1, 2, 3, 4, 5, 6, 8, 12, 16),
+            registry=r,
+        )
+        self.model_duration = Histogram(
+            "leave_loop_model_call_duration_seconds",
+            "Model call duration (including retries).",
+            buckets=CALL_BUCKETS,
+            registry=r,
+        )
+        self.tokens = Counter("leave_loop_tokens", "Model tokens by type.", ["type"], registry=r)
+        self.tool_duration = Histogram(
+            "leave_loop_tool_call_duration_seconds",
+            "Tool call duration by tool and outcome.",
+            ["tool", "outcome"],
+            buckets=CALL_BUCKETS,
+            registry=r,
+        )
+        self.confirmations = Counter(
+            "leave_loop_confirmations", "Confirmations by outcome.", ["outcome"], registry=r
+        )
+        self.detections = Counter(
+            "leave_loop_detections",
+            "Model output problems detected (tool_call_in_content, length).",
+            ["kind"],
+            registry=r,
+        )
+        self.retries = Counter(
+            "leave_loop_model_retries", "Model call retries by reason.", ["reason"], registry=r
+        )
+        self.in_flight = Gauge("leave_loop_runs_in_flight", "Runs executing now.", registry=r)
+        self.mcp_connects = Counter(
+            "leave_loop_mcp_connects", "MCP connections opened.", registry=r
+        )
+        for status in ("completed", "max_turns", "failed", "cancelled"):
+            self.runs.labels(status)
+        for kind in ("prompt", "completion"):
+            self.tokens.labels(kind)
+        for kind in ("tool_call_in_content", "length"):
+            self.detections.labels(kind)

@@ -1,0 +1,180 @@
+"""The OpenAI-compatible model client: retries, timeouts, and streamed or whole replies."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import openai
+
+from .engine import ModelError, ModelReply
+
+logger = logging.getLogger(__name__)
+MAX_RETRY_AFTER_SECONDS = 30.0
+
+
+class OpenAIChatModel:
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str,
+        api_key: str,
+        timeout: float = 60.0,
+        max_retries: int = 3,
+        backoff_seconds: float = 0.5,
+        temperature: float = 0.0,
+        max_tokens: int | None = None,
+        stream: bool = False,
+        on_retry: Callable[[str], None] | None = None,
+    ) -> None:
+        # The SDK's own retries are off: ours count, log and honour Retry-After.
+        self.client = openai.AsyncOpenAI(
+            base_url=base_url, api_key=api_key, timeout=timeout, max_retries=0
+        )
+        self.model = model
+        self.max_retries = max_retries
+        self.backoff_seconds = backoff_seconds
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.stream = stream
+        self.on_retry = on_retry or (lambda _reason: None)
+
+    def streaming(self) -> OpenAIChatModel:
+        """The same client, asking for streamed replies (for runs that stream to a user)."""
+        twin = object.__new__(OpenAIChatModel)
+        twin.__dict__.update(self.__dict__)
+        twin.stream = True
+        return twin
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        on_text: Callable[[str], Awaitable[None]] | None = None,
+    ) -> ModelReply:
+        attempt = 0
+        while True:
+            try:
+                if self.stream:
+                    return await self._streamed(messages, tools, on_text)
+                return await self._whole(messages, tools)
+            except (
+                openai.RateLimitError,
+                openai.InternalServerError,
+                openai.APIConnectionError,
+            ) as error:
+                reason = _retry_reason(error)
+                if attempt >= self.max_retries:
+                    raise ModelError(f"{reason} after {attempt + 1} attempts") from error
+                delay = _retry_after(error) or self.backoff_seconds * 2**attempt
+                delay *= 1 + random.uniform(0, 0.1)  # spread retries of concurrent runs
+                attempt += 1
+                self.on_retry(reason)
+                logger.info("model call failed (%s); retry %d in %.2fs", reason, attempt, delay)
+                await asyncio.sleep(delay)
+            except openai.APIStatusError as error:  # 4xx: retrying will not help
+                raise ModelError(f"HTTP {error.status_code}: {_message(error)}") from error
+
+    def _request(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        request: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "temperature": self.temperature,
+        }
+        if tools:
+            request["tools"] = tools
+        if self.max_tokens:
+            request["max_tokens"] = self.max_tokens
+        return request
+
+    async def _whole(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> ModelReply:
+        response = await self.client.chat.completions.create(**self._request(messages, tools))
+        if not response.choices:
+            raise ModelError("the model returned no choices")
+        choice = response.choices[0]
+        message = choice.message.model_dump(exclude_none=True)
+        usage = response.usage
+        return ModelReply(
+            message=message,
+            finish_reason=choice.finish_reason or "stop",
+            prompt_tokens=usage.prompt_tokens if usage else 0,
+            completion_tokens=usage.completion_tokens if usage else 0,
+        )
+
+    async def _streamed(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        on_text: Callable[[str], Awaitable[None]] | None,
+    ) -> ModelReply:
+        stream = await self.client.chat.completions.create(
+            **self._request(messages, tools), stream=True, stream_options={"include_usage": True}
+        )
+        content: list[str] = []
+        calls: dict[int, dict[str, Any]] = {}
+        finish_reason = "stop"
+        prompt_tokens = completion_tokens = 0
+        async for chunk in stream:
+            if chunk.usage:
+                prompt_tokens = chunk.usage.prompt_tokens
+                completion_tokens = chunk.usage.completion_tokens
+            if not chunk.choices:
+                continue
+            choice = chunk.choices[0]
+            delta = choice.delta
+            if delta.content:
+                content.append(delta.content)
+                if on_text is not None:
+                    await on_text(delta.content)
+            for part in delta.tool_calls or []:
+                call = calls.setdefault(
+                    part.index,
+                    {"id": "", "type": "function", "function": {"name": "", "arguments": ""}},
+                )
+                if part.id:
+                    call["id"] = part.id
+                if part.function and part.function.name:
+                    call["function"]["name"] += part.function.name
+                if part.function and part.function.arguments:
+                    call["function"]["arguments"] += part.function.arguments
+            if choice.finish_reason:
+                finish_reason = choice.finish_reason
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(content)}
+        if calls:
+            message["tool_calls"] = [calls[i] for i in sorted(calls)]
+        return ModelReply(message, finish_reason, prompt_tokens, completion_tokens)
+
+    async def close(self) -> None:
+        await self.client.close()
+
+
+def _retry_reason(error: Exception) -> str:
+    if isinstance(error, openai.RateLimitError):
+        return "http_429"
+    if isinstance(error, openai.APITimeoutError):
+        return "timeout"
+    if isinstance(error, openai.APIConnectionError):
+        return "connection_error"
+    return f"http_{getattr(error, 'status_code', 500)}"
+
+
+def _retry_after(error: Exception) -> float | None:
+    response = getattr(error, "response", None)
+    value = response.headers.get("retry-after") if response is not None else None
+    try:
+        return min(float(value), MAX_RETRY_AFTER_SECONDS) if value else None
+    except ValueError:
+        return None
+
+
+def _message(error: openai.APIStatusError) -> str:
+    body = error.body if isinstance(error.body, dict) else {}
+    return str(body.get("message") or body.get("error", {}).get("message") or error.message)[:300]

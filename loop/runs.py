@@ -1,0 +1,371 @@
+"""Runs as a service: start, stream, relay confirmations, cancel, record, keep sessions."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import secrets
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio.to_thread
+from mcp.types import ElicitResult
+
+from .engine import AgentLoop, LoopConfig, Model, RunResult, ToolInfo, ToolResult
+from .mcp_pool import McpConnection, McpPool, McpUnavailable, current_confirm_handler, token_key
+from .metrics import LoopMetrics
+from .store import RunRecord, RunStore, utcnow
+
+logger = logging.getLogger(__name__)
+CONFIRM_MODES = ("ask", "accept", "decline")
+
+
+class UnknownConfirmation(LookupError):
+    pass
+
+
+class ConfirmationAlreadyAnswered(Exception):
+    pass
+
+
+@dataclass
+class PendingConfirmation:
+    id: str
+    message: str
+    schema: dict[str, Any]
+    answer: asyncio.Future[ElicitResult]
+
+
+@dataclass
+class ActiveRun:
+    id: str
+    user_key: str
+    session_id: str
+    input: str
+    confirm: str
+    events: asyncio.Queue[tuple[str, dict[str, Any]] | None] = field(default_factory=asyncio.Queue)
+    confirmations: dict[str, PendingConfirmation] = field(default_factory=dict)
+    history: list[dict[str, Any]] | None = None  # given by the caller instead of the session
+    remember: bool = True  # append this run to its session's history
+    task: asyncio.Task[dict[str, Any]] | None = None
+    final: dict[str, Any] | None = None
+    started: float = field(default_factory=time.perf_counter)
+
+    async def emit(self, kind: str, data: dict[str, Any]) -> None:
+        await self.events.put((kind, data))
+
+
+def accept_content(schema: dict[str, Any]) -> dict[str, Any]:
+    """The content of an automatic "accept": true for every boolean field, defaults elsewhere."""
+    content: dict[str, Any] = {}
+    for name, spec in (schema.get("properties") or {}).items():
+        if spec.get("type") == "boolean":
+            content[name] = True
+        elif "default" in spec:
+            content[name] = spec["default"]
+    return content
+
+
+class RunTools:
+    """The loop's view of the user's MCP connection, with confirmations routed to this run."""
+
+    def __init__(self, manager: RunManager, run: ActiveRun, token: str) -> None:
+        self._manager = manager
+        self._run = run
+        self._token = token
+        self._connection: McpConnection | None = None
+        self._specs: dict[str, Any] = {}
+
+    async def _conn(self) -> McpConnection:
+        if self._connection is None or not self._connection.alive:
+            self._connection = await self._manager.pool.connection(self._token)
+        return self._connection
+
+    async def list(self) -> list[ToolInfo]:
+        specs = await (await self._conn()).tools()
+        self._specs = {s.name: s for s in specs}
+        return [
+            ToolInfo(
+                s.name, s.description, s.openai_tool()["function"]["parameters"], s.destructive
+            )
+            for s in specs
+        ]
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+        metrics = self._manager.metrics
+        started = time.perf_counter()
+        outcome = "error"
+        reset = current_confirm_handler.set(self._confirm)
+        try:
+            try:
+                result = await (await self._conn()).call(name, arguments)
+            except McpUnavailable:
+                spec = self._specs.get(name)
+                if spec is None or not spec.read_only:
+                    raise  # the call may have been applied: never repeat a write blindly
+                self._connection = None  # reconnect once and repeat the read
+                result = await (await self._conn()).call(name, arguments)
+            outcome = "tool_error" if result.is_error else "ok"
+            return ToolResult(result.text, result.is_error, result.structured)
+        finally:
+            current_confirm_handler.reset(reset)
+            metrics.tool_duration.labels(name, outcome).observe(time.perf_counter() - started)
+
+    async def _confirm(self, message: str, schema: dict[str, Any]) -> ElicitResult:
+        run, metrics = self._run, self._manager.metrics
+        if run.confirm == "accept":
+            result = ElicitResult(action="accept", content=accept_content(schema))
+        elif run.confirm == "decline":
+            result = ElicitResult(action="decline")
+        else:
+            pending = PendingConfirmation(
+                id=f"cf_{secrets.token_hex(6)}",
+                message=message,
+                schema=schema,
+                answer=asyncio.get_running_loop().create_future(),
+            )
+            run.confirmations[pending.id] = pending
+            await run.emit(
+                "confirmation.requested",
+                {"confirmation_id": pending.id, "message": message, "schema": schema},
+            )
+            try:
+                result = await asyncio.wait_for(
+                    asyncio.shield(pending.answer), self._manager.config.confirmation_timeout
+                )
+            except TimeoutError:
+                result = ElicitResult(action="cancel")
+                if not pending.answer.done():
+                    pending.answer.set_result(result)
+        outcome = {"accept": "accepted", "decline": "declined"}.get(result.action, "cancelled")
+        if result.action == "accept" and result.content and result.content.get("confirm") is False:
+            outcome = "declined"
+        metrics.confirmations.labels(outcome).inc()
+        await run.emit("confirmation.resolved", {"outcome": outcome, "message": message})
+        return result
+
+
+class RunManager:
+    def __init__(
+        self,
+        *,
+        pool: McpPool,
+        model: Model,
+        streaming_model: Model,
+        config: LoopConfig,
+        store: RunStore,
+        metrics: LoopMetrics,
+        max_concurrent_runs: int,
+        session_max_messages: int,
+    ) -> None:
+        self.pool = pool
+        self.config = config
+        self.store = store
+        self.metrics = metrics
+        self._loop = AgentLoop(model, config)
+        self._streaming_loop = AgentLoop(streaming_model, config)
+        self._slots = asyncio.Semaphore(max_concurrent_runs)
+        self._session_max = session_max_messages
+        self.active: dict[str, ActiveRun] = {}
+
+    async def authenticate(self, token: str) -> str:
+        """The user key for a token the MCP server accepts (raises McpUnauthorized)."""
+        await self.pool.connection(token)
+        return token_key(token)
+
+    async def start(
+        self,
+        token: str,
+        user_input: str,
+        *,
+        session_id: str | None,
+        confirm: str,
+        stream: bool,
+        history: list[dict[str, Any]] | None = None,
+    ) -> ActiveRun:
+        user_key = token_key(token)
+        if session_id is not None:
+            owner = await anyio.to_thread.run_sync(self.store.session_owner, session_id)
+            if owner is not None and owner != user_key:
+                session_id = None  # another user's session id: start a fresh one instead
+        run = ActiveRun(
+            id=f"run_{secrets.token_hex(8)}",
+            user_key=user_key,
+            session_id=session_id or f"ses_{secrets.token_hex(8)}",
+            input=user_input,
+            confirm=confirm,
+            history=history,
+            remember=history is None,
+        )
+        self.active[run.id] = run
+        run.task = asyncio.create_task(self._execute(run, token, stream))
+        return run
+
+    async def _execute(self, run: ActiveRun, token: str, stream: bool) -> dict[str, Any]:
+        metrics = self.metrics
+        history: list[dict[str, Any]] = []
+        record = RunRecord(
+            id=run.id,
+            user_key=run.user_key,
+            session_id=run.session_id,
+            status="running",
+            input=run.input,
+            system_prompt=self.config.system_prompt,
+            created_at=utcnow(),
+        )
+        try:
+            async with self._slots:
+                metrics.in_flight.inc()
+                try:
+                    history = (
+                        run.history
+                        if run.history is not None
+                        else await anyio.to_thread.run_sync(
+                            self.store.history, run.session_id, run.user_key
+                        )
+                    )
+                    await anyio.to_thread.run_sync(self.store.save_run, record)
+                    await run.emit("run.started", {"id": run.id, "session_id": run.session_id})
+                    loop = self._streaming_loop if stream else self._loop
+                    result = await loop.run(
+                        run.input, RunTools(self, run, token), history, self._observer(run)
+                    )
+                finally:
+                    metrics.in_flight.dec()
+        except asyncio.CancelledError:  # cancelled while waiting for a slot
+            result = RunResult("cancelled", "", [], [{"role": "user", "content": run.input}], [], 0)
+        final = self._final(run, result)
+        self._record(record, result, history)
+        await anyio.to_thread.run_sync(self.store.save_run, record)
+        if run.remember and result.status in ("completed", "max_turns"):
+            await anyio.to_thread.run_sync(
+                self.store.append_history,
+                run.session_id,
+                run.user_key,
+                result.messages,
+                self._session_max,
+            )
+        metrics.runs.labels(result.status).inc()
+        metrics.run_duration.observe(time.perf_counter() - run.started)
+        metrics.turns.observe(result.turns)
+        for kind in result.detections:
+            metrics.detections.labels(kind).inc()
+        run.final = final
+        await run.emit("run.finished", final)
+        await run.events.put(None)
+        self.active.pop(run.id, None)
+        return final
+
+    def _observer(self, run: ActiveRun):  # type: ignore[no-untyped-def]
+        metrics = self.metrics
+
+        async def observe(kind: str, data: dict[str, Any]) -> None:
+            if kind == "model.finished" and "step" in data:
+                step = data["step"]
+                metrics.model_duration.observe(step["duration_ms"] / 1000)
+                metrics.tokens.labels("prompt").inc(step["prompt_tokens"])
+                metrics.tokens.labels("completion").inc(step["completion_tokens"])
+            await run.emit(kind, data)
+
+        return observe
+
+    @staticmethod
+    def _final(run: ActiveRun, result: RunResult) -> dict[str, Any]:
+        final: dict[str, Any] = {
+            "id": run.id,
+            "status": result.status,
+            "answer": result.answer,
+            "steps": [s.to_dict() for s in result.steps],
+            "usage": {
+                "prompt_tokens": result.prompt_tokens,
+                "completion_tokens": result.completion_tokens,
+            },
+            "turns": result.turns,
+            "session_id": run.session_id,
+        }
+        if result.result is not None:
+            final["result"] = result.result
+        if result.reason:
+            final["reason"] = result.reason
+        return final
+
+    @staticmethod
+    def _record(record: RunRecord, result: RunResult, history: list[dict[str, Any]]) -> None:
+        record.status = result.status
+        record.answer = result.answer
+        record.reason = result.reason
+        record.result = result.result
+        record.steps = [s.to_dict() for s in result.steps]
+        record.messages = result.messages
+        record.tools = result.tools
+        record.history = history
+        record.prompt_tokens = result.prompt_tokens
+        record.completion_tokens = result.completion_tokens
+        record.turns = result.turns
+        record.tool_errors = result.tool_errors
+        record.finished_at = utcnow()
+
+    async def events(self, run: ActiveRun) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        while True:
+            item = await run.events.get()
+            if item is None:
+                return
+            yield item
+
+    def answer_confirmation(
+        self, run_id: str, user_key: str, confirmation_id: str, result: ElicitResult
+    ) -> None:
+        run = self.active.get(run_id)
+        if run is None or run.user_key != user_key:
+            raise UnknownConfirmation(run_id)
+        pending = run.confirmations.get(confirmation_id)
+        if pending is None:
+            raise UnknownConfirmation(confirmation_id)
+        if pending.answer.done():
+            raise ConfirmationAlreadyAnswered(confirmation_id)
+        pending.answer.set_result(result)
+
+    def cancel(self, run_id: str, user_key: str) -> bool:
+        run = self.active.get(run_id)
+        if run is None or run.user_key != user_key or run.task is None:
+            return False
+        run.task.cancel()  # the loop answers pending tool calls and records "cancelled"
+        return True
+
+    async def record(self, run_id: str, user_key: str) -> dict[str, Any] | None:
+        run = self.active.get(run_id)
+        if run is not None and run.user_key == user_key:
+            return {"id": run.id, "status": "running", "session_id": run.session_id}
+        stored = await anyio.to_thread.run_sync(self.store.get_run, run_id, user_key)
+        if stored is None:
+            return None
+        return {
+            "id": stored.id,
+            "status": stored.status,
+            "answer": stored.answer,
+            "result": stored.result,
+            "reason": stored.reason,
+            "steps": stored.steps,
+            "usage": {
+                "prompt_tokens": stored.prompt_tokens,
+                "completion_tokens": stored.completion_tokens,
+            },
+            "turns": stored.turns,
+            "session_id": stored.session_id,
+            "input": stored.input,
+            "created_at": stored.created_at.isoformat() if stored.created_at else None,
+            "finished_at": stored.finished_at.isoformat() if stored.finished_at else None,
+        }
+
+    def mark_interrupted(self) -> int:
+        """Runs left "running" by a previous process never finish: say so in their records."""
+        with self.store._session() as s, s.begin():
+            stale = s.query(RunRecord).filter(RunRecord.status == "running").all()
+            for record in stale:
+                record.status = "failed"
+                record.reason = "interrupted: the loop service restarted during the run"
+                record.finished_at = dt.datetime.now(dt.UTC)
+            return len(stale)

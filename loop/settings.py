@@ -1,0 +1,45 @@
+"""Settings of the loop service, read once from `LOOP_*` environment variables."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from .engine import SYSTEM_PROMPT
+
+
+class LoopSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="LOOP_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=1, le=65535)
+    model_base_url: str = Field("http://127.0.0.1:8000/v1", description="OpenAI-compatible /v1")
+    model_name: str = "leave-copilot"
+    model_api_key: SecretStr = SecretStr("EMPTY")
+    mcp_url: str = "http://127.0.0.1:8090/mcp"
+    max_turns: int = Field(8, ge=1, le=64)
+    system_prompt: str = SYSTEM_PROMPT
+    stop_tools: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    temperature: float = Field(0.0, ge=0, le=2)
+    max_tokens: int | None = Field(None, ge=1)
+    model_timeout_seconds: float = Field(60.0, gt=0)
+    model_max_retries: int = Field(3, ge=0, le=10)
+    model_retry_backoff_seconds: float = Field(0.5, ge=0)
+    tool_timeout_seconds: float = Field(30.0, gt=0)
+    mcp_connect_timeout_seconds: float = Field(10.0, gt=0)
+    confirmation_timeout_seconds: float = Field(120.0, gt=0)
+    tool_concurrency: int = Field(4, ge=1, le=64)
+    max_concurrent_runs: int = Field(64, ge=1)
+    session_max_messages: int = Field(40, ge=2, description="History kept per session.")
+    store_url: str = "sqlite:///var/loop.db"
+    agent_model_name: str = Field("leave-copilot-agent", description="Model name of the facade.")
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+    @field_validator("stop_tools", mode="before")
+    @classmethod
+    def _split_commas(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [item.strip() for item in value.split(",") if item.strip()]
+        return value

@@ -1,0 +1,154 @@
+"""Run records and session histories, persisted with SQLAlchemy (SQLite by default).
+
+Run records keep the whole transcript and the tools that were offered, so finished runs can be
+exported as fine-tuning data. Users are stored as a hash of their token, never the token.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, Integer, String, Text, create_engine, event, select
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+class RunRecord(Base):
+    __tablename__ = "runs"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    user_key: Mapped[str] = mapped_column(String(64), index=True)
+    session_id: Mapped[str] = mapped_column(String(64), index=True)
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    input: Mapped[str] = mapped_column(Text)
+    answer: Mapped[str] = mapped_column(Text, default="")
+    reason: Mapped[str | None] = mapped_column(String(500))
+    result: Mapped[Any] = mapped_column(JSON, nullable=True)
+    steps: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    messages: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    tools: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    system_prompt: Mapped[str] = mapped_column(Text, default="")
+    history: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    turns: Mapped[int] = mapped_column(Integer, default=0)
+    tool_errors: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[dt.datetime] = mapped_column(
+        DateTime(timezone=True), default=utcnow, index=True
+    )
+    finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class SessionRecord(Base):
+    __tablename__ = "sessions"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_key: Mapped[str] = mapped_column(String(64), index=True)
+    messages: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+def _engine(url: str) -> Engine:
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return create_engine(url, pool_pre_ping=True)
+    if parsed.database and parsed.database != ":memory:":
+        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+
+    @event.listens_for(engine, "connect")
+    def _pragmas(connection, _record) -> None:  # type: ignore[no-untyped-def]
+        cursor = connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.close()
+
+    return engine
+
+
+def bounded_history(messages: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
+    """The newest messages within `limit`, starting at a user message so that no tool message
+    is separated from the assistant call it answers."""
+    if len(messages) <= limit:
+        return messages
+    tail = messages[-limit:]
+    for i, message in enumerate(tail):
+        if message.get("role") == "user":
+            return tail[i:]
+    return []
+
+
+class RunStore:
+    def __init__(self, url: str) -> None:
+        self.engine = _engine(url)
+        Base.metadata.create_all(self.engine)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    def _session(self) -> Session:
+        return self._sessions()
+
+    def save_run(self, record: RunRecord) -> None:
+        with self._session() as s, s.begin():
+            s.merge(record)
+
+    def get_run(self, run_id: str, user_key: str) -> RunRecord | None:
+        with self._session() as s:
+            record = s.get(RunRecord, run_id)
+            return record if record is not None and record.user_key == user_key else None
+
+    def history(self, session_id: str, user_key: str) -> list[dict[str, Any]]:
+        with self._session() as s:
+            record = s.get(SessionRecord, session_id)
+            if record is None or record.user_key != user_key:
+                return []
+            return list(record.messages)
+
+    def session_owner(self, session_id: str) -> str | None:
+        with self._session() as s:
+            record = s.get(SessionRecord, session_id)
+            return record.user_key if record else None
+
+    def append_history(
+        self, session_id: str, user_key: str, messages: list[dict[str, Any]], limit: int
+    ) -> None:
+        with self._session() as s, s.begin():
+            record = s.get(SessionRecord, session_id)
+            if record is None:
+                record = SessionRecord(id=session_id, user_key=user_key, messages=[])
+                s.add(record)
+            record.messages = bounded_history([*record.messages, *messages], limit)
+            record.updated_at = utcnow()
+
+    def finished_runs(
+        self,
+        *,
+        status: str | None = None,
+        without_tool_errors: bool = False,
+        since: dt.datetime | None = None,
+        until: dt.datetime | None = None,
+    ) -> Iterator[RunRecord]:
+        query = select(RunRecord).where(RunRecord.finished_at.is_not(None))
+        if status:
+            query = query.where(RunRecord.status == status)
+        if without_tool_errors:
+            query = query.where(RunRecord.tool_errors == 0)
+        if since:
+            query = query.where(RunRecord.created_at >= since)
+        if until:
+            query = query.where(RunRecord.created_at < until)
+        with self._session() as s:
+            yield from s.scalars(query.order_by(RunRecord.created_at)).all()
+
+    def dispose(self) -> None:
+        self.engine.dispose()

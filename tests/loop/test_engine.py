@@ -1,0 +1,287 @@
+"""Every invariant of the loop, against a scripted fake model (a queue of canned turns)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from loop.engine import (
+    ERROR_PREFIX,
+    MAX_TURNS_ANSWER,
+    SYSTEM_PROMPT,
+    AgentLoop,
+    LoopConfig,
+    ModelError,
+    ModelReply,
+    ToolInfo,
+    ToolResult,
+)
+
+
+def call(name: str, arguments: Any = None, call_id: str | None = None) -> dict[str, Any]:
+    raw = arguments if isinstance(arguments, str) else json.dumps(arguments or {})
+    return {
+        "id": call_id or f"call-{name}-{abs(hash(raw)) % 10_000}",
+        "type": "function",
+        "function": {"name": name, "arguments": raw},
+    }
+
+
+def calls(*tool_calls: dict[str, Any]) -> ModelReply:
+    return ModelReply(
+        {"role": "assistant", "content": None, "tool_calls": list(tool_calls)}, "tool_calls", 10, 5
+    )
+
+
+def text(answer: str, finish_reason: str = "stop") -> ModelReply:
+    return ModelReply({"role": "assistant", "content": answer}, finish_reason, 10, 3)
+
+
+class ScriptedModel:
+    """Replies from a queue; remembers every transcript it was sent."""
+
+    def __init__(self, *replies: ModelReply | Exception) -> None:
+        self.replies = list(replies)
+        self.seen: list[list[dict[str, Any]]] = []
+
+    async def complete(self, messages, tools, on_text=None) -> ModelReply:
+        self.seen.append([dict(m) for m in messages])
+        reply = self.replies.pop(0)
+        if isinstance(reply, Exception):
+            raise reply
+        if on_text and reply.message.get("content"):
+            await on_text(reply.message["content"])
+        return reply
+
+
+class FakeTools:
+    def __init__(self, handlers: dict[str, Any], confirm: Sequence[str] = ()) -> None:
+        self.handlers = handlers
+        self.confirm = set(confirm)
+        self.called: list[tuple[str, dict[str, Any]]] = []
+        self.running = 0
+        self.max_running = 0
+
+    async def list(self) -> list[ToolInfo]:
+        return [
+            ToolInfo(name, f"{name} tool", {"type": "object"}, name in self.confirm)
+            for name in self.handlers
+        ]
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+        self.called.append((name, arguments))
+        self.running += 1
+        self.max_running = max(self.max_running, self.running)
+        try:
+            handler = self.handlers[name]
+            result = handler(arguments)
+            if asyncio.iscoroutine(result):
+                result = await result
+            return result if isinstance(result, ToolResult) else ToolResult(str(result), False)
+        finally:
+            self.running -= 1
+
+
+def tool_messages(result) -> list[dict[str, Any]]:
+    return [m for m in result.messages if m["role"] == "tool"]
+
+
+def assert_every_call_answered_once(messages: list[dict[str, Any]]) -> None:
+    asked = [c["id"] for m in messages if m["role"] == "assistant" for c in m.get("tool_calls", [])]
+    answered = [m["tool_call_id"] for m in messages if m["role"] == "tool"]
+    assert sorted(asked) == sorted(answered)
+
+
+async def test_the_five_steps_end_on_plain_text():
+    model = ScriptedModel(
+        calls(call("search_leaves", {"keyword": "家庭旅遊"})), text("已將 LV-1 送出審核。")
+    )
+    tools = FakeTools({"search_leaves": lambda a: '{"count": 1}'})
+    result = await AgentLoop(model).run("送出家庭旅遊", tools)
+    assert (result.status, result.answer, result.turns) == ("completed", "已將 LV-1 送出審核。", 2)
+    assert tools.called == [("search_leaves", {"keyword": "家庭旅遊"})]
+    first = model.seen[0]
+    assert first[0] == {"role": "system", "content": SYSTEM_PROMPT}
+    assert first[-1] == {"role": "user", "content": "送出家庭旅遊"}
+    assert (result.prompt_tokens, result.completion_tokens) == (20, 8)
+
+
+async def test_assistant_message_is_appended_as_returned_with_null_content_as_empty():
+    tool_call = call("search_leaves", {"keyword": "x"}, "call-1")
+    model = ScriptedModel(calls(tool_call), text("done"))
+    result = await AgentLoop(model).run("hi", FakeTools({"search_leaves": lambda a: "[]"}))
+    assistant = model.seen[1][2]
+    assert assistant == {"role": "assistant", "content": "", "tool_calls": [tool_call]}
+    assert model.seen[1][3] == {"role": "tool", "tool_call_id": "call-1", "content": "[]"}
+    assert_every_call_answered_once(result.messages)
+
+
+async def test_parallel_calls_run_concurrently_bounded_and_answer_in_order():
+    async def slow(arguments):
+        await asyncio.sleep(0.01 * (5 - arguments["n"]))  # later calls finish first
+        return f"result-{arguments['n']}"
+
+    batch = [call("lookup", {"n": n}, f"id-{n}") for n in range(5)]
+    model = ScriptedModel(calls(*batch), text("ok"))
+    tools = FakeTools({"lookup": slow})
+    result = await AgentLoop(model, LoopConfig(tool_concurrency=2)).run("go", tools)
+    answered = tool_messages(result)
+    assert [m["tool_call_id"] for m in answered] == [f"id-{n}" for n in range(5)]
+    assert [m["content"] for m in answered] == [f"result-{n}" for n in range(5)]
+    assert tools.max_running == 2
+
+
+async def test_bad_json_unknown_tool_and_is_error_become_readable_tool_messages():
+    model = ScriptedModel(
+        calls(
+            call("search_leaves", '{"keyword": "x"', "bad-json"),
+            call("delete_everything", {}, "unknown"),
+            call("update_leave_status", {"leave_id": "LV-0"}, "refused"),
+        ),
+        text("explained"),
+    )
+    tools = FakeTools(
+        {
+            "search_leaves": lambda a: "[]",
+            "update_leave_status": lambda a: ToolResult("找不到假單 LV-0。請先查詢。", True),
+        }
+    )
+    result = await AgentLoop(model).run("go", tools)
+    by_id = {m["tool_call_id"]: m["content"] for m in tool_messages(result)}
+    assert by_id["bad-json"].startswith(ERROR_PREFIX) and "JSON" in by_id["bad-json"]
+    assert by_id["unknown"].startswith(ERROR_PREFIX) and "search_leaves" in by_id["unknown"]
+    assert by_id["refused"] == f"{ERROR_PREFIX} 找不到假單 LV-0。請先查詢。"
+    assert tools.called == [("update_leave_status", {"leave_id": "LV-0"})]
+    assert result.status == "completed"
+    errors = {s.tool_call_id: s.error for s in result.steps if s.type == "tool"}
+    assert errors == {
+        "bad-json": "invalid_arguments",
+        "unknown": "unknown_tool",
+        "refused": "tool_error",
+    }
+
+
+async def test_a_raising_or_timing_out_tool_still_gets_its_tool_message():
+    async def hang(_):
+        await asyncio.Event().wait()
+
+    def boom(_):
+        raise RuntimeError("db down")
+
+    model = ScriptedModel(calls(call("hang", {}, "h"), call("boom", {}, "b")), text("sorry"))
+    config = LoopConfig(tool_timeout=0.05)
+    result = await AgentLoop(model, config).run("go", FakeTools({"hang": hang, "boom": boom}))
+    by_id = {m["tool_call_id"]: m["content"] for m in tool_messages(result)}
+    assert "逾時" in by_id["h"] and "RuntimeError" in by_id["b"]
+    assert_every_call_answered_once(model.seen[1])
+
+
+async def test_max_turns_ends_with_a_status_and_the_transcript():
+    model = ScriptedModel(*(calls(call("search_leaves", {"keyword": str(i)})) for i in range(3)))
+    result = await AgentLoop(model, LoopConfig(max_turns=3)).run(
+        "loop", FakeTools({"search_leaves": lambda a: "[]"})
+    )
+    assert (result.status, result.answer, result.turns) == ("max_turns", MAX_TURNS_ANSWER, 3)
+    assert len(tool_messages(result)) == 3
+    assert_every_call_answered_once(result.messages)
+
+
+async def test_a_stop_tool_ends_the_run_with_its_arguments_as_the_result():
+    model = ScriptedModel(calls(call("submit_answer", {"leave_id": "LV-1", "done": True}, "s")))
+    tools = FakeTools({"submit_answer": lambda a: "never called"})
+    config = LoopConfig(stop_tools=frozenset({"submit_answer"}))
+    result = await AgentLoop(model, config).run("go", tools)
+    assert result.status == "completed"
+    assert result.result == {"leave_id": "LV-1", "done": True}
+    assert tools.called == []
+    assert_every_call_answered_once(result.messages)
+
+
+async def test_length_finish_is_reported_not_taken_as_an_answer():
+    model = ScriptedModel(text("已將 LV-1 送", finish_reason="length"))
+    result = await AgentLoop(model).run("go", FakeTools({}))
+    assert (result.status, result.reason) == ("failed", "length")
+    assert result.detections == ["length"]
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        '<tool_call>\n{"name": "search_leaves", "arguments": {"keyword": "x"}}\n</tool_call>',
+        '```json\n{"name": "search_leaves", "arguments": {"keyword": "x"}}\n```',
+    ],
+)
+async def test_a_tool_call_written_as_text_is_detected(content):
+    model = ScriptedModel(text(content))
+    result = await AgentLoop(model).run("go", FakeTools({"search_leaves": lambda a: "[]"}))
+    assert (result.status, result.reason) == ("failed", "tool_call_in_content")
+    detection = next(s for s in result.steps if s.type == "detection")
+    assert "--tool-call-parser" in detection.error
+
+
+async def test_plain_json_that_names_no_tool_is_an_answer():
+    model = ScriptedModel(text('結果：{"days": 3}'))
+    result = await AgentLoop(model).run("go", FakeTools({"search_leaves": lambda a: "[]"}))
+    assert result.status == "completed"
+
+
+async def test_model_failure_ends_with_failed_and_the_reason():
+    model = ScriptedModel(ModelError("http_500 after 4 attempts"))
+    result = await AgentLoop(model).run("go", FakeTools({}))
+    assert result.status == "failed" and "http_500" in result.reason
+
+
+async def test_cancelling_a_run_mid_tool_call_answers_the_pending_calls():
+    started = asyncio.Event()
+
+    async def wait_forever(_):
+        started.set()
+        await asyncio.Event().wait()
+
+    model = ScriptedModel(calls(call("slow", {}, "s1"), call("slow", {"x": 1}, "s2")))
+    loop = AgentLoop(model)
+    task = asyncio.create_task(loop.run("go", FakeTools({"slow": wait_forever})))
+    await started.wait()
+    task.cancel()
+    result = await task
+    assert result.status == "cancelled"
+    assert_every_call_answered_once(result.messages)
+    assert all("已取消" in m["content"] for m in tool_messages(result))
+
+
+async def test_history_comes_between_the_system_prompt_and_the_new_request():
+    history = [{"role": "user", "content": "earlier"}, {"role": "assistant", "content": "ok"}]
+    model = ScriptedModel(text("again"))
+    await AgentLoop(model, LoopConfig(system_prompt="custom")).run("now", FakeTools({}), history)
+    assert [m["content"] for m in model.seen[0]] == ["custom", "earlier", "ok", "now"]
+
+
+async def test_every_step_is_recorded_with_timing_and_tokens():
+    model = ScriptedModel(calls(call("search_leaves", {"keyword": "x"}, "c")), text("done"))
+    events: list[str] = []
+
+    async def emit(kind, data):
+        events.append(kind)
+
+    result = await AgentLoop(model).run(
+        "go", FakeTools({"search_leaves": lambda a: "[]"}), emit=emit
+    )
+    kinds = [(s.type, s.name) for s in result.steps]
+    assert kinds == [("model", "chat"), ("tool", "search_leaves"), ("model", "chat")]
+    for step in result.steps:
+        assert step.started_at and step.duration_ms >= 0
+    assert result.steps[0].prompt_tokens == 10 and result.steps[0].completion_tokens == 5
+    assert result.steps[1].arguments == {"keyword": "x"} and result.steps[1].result == "[]"
+    assert events == [
+        "model.started",
+        "model.finished",
+        "tool.started",
+        "tool.finished",
+        "model.started",
+        "answer.delta",
+        "model.finished",
+    ]
