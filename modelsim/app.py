@@ -18,6 +18,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from . import generate as gen
+from . import policy
 from .errors import ApiError
 from .latency import Scheduler, profile_from
 from .metrics import VllmMetrics
@@ -53,7 +54,6 @@ class Simulator:
     async def chat_completions(self, request: Request) -> Response:
         arrival = time.perf_counter()
         try:
-            faults = self._faults(request)
             chat = parse(
                 await request.body(),
                 strict=self.settings.validation == "strict",
@@ -67,6 +67,7 @@ class Simulator:
                     "NotFoundError",
                     "model",
                 )
+            faults = self._faults(request, chat)
             await self._request_faults(faults)
             output = gen.generate(chat, faults)
         except ApiError as error:
@@ -246,10 +247,14 @@ class Simulator:
         if "stall" in faults:
             await asyncio.sleep(self.settings.stall_seconds)
 
-    def _faults(self, request: Request) -> set[str]:
+    def _faults(self, request: Request, chat: ChatRequest) -> set[str]:
+        """The header wins, then a `[sim-fault:…]` tag in the request, then SIM_FAULT."""
         header = request.headers.get(FAULT_HEADER)
         if header is not None:
             return gen.parse_faults(header)
+        tagged = policy.requested_faults(chat.messages)
+        if tagged:
+            return gen.parse_faults(tagged)
         if self.default_faults and self._fault_random.random() < self.settings.fault_rate:
             return set(self.default_faults)
         return set()

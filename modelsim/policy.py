@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 LEAVE_ID = re.compile(r"LV-[0-9a-f]{6}")
+# `[sim-fault:<mode>,…]` in a user message asks for faults (for agents that forward no headers)
+FAULT_TAG = re.compile(r"\[sim-fault:([a-z0-9_,]+)\]")
 ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 LEAVE_TYPES = ("特休", "病假", "事假", "補休")
 ERROR_PREFIX = "[工具執行失敗]"
@@ -46,56 +48,58 @@ INTENTS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
 )
-# words that say how, not which: removed before the rest becomes the search keyword
-FILLER = (
-    "送出審核",
-    "送出",
-    "送審",
-    "審核",
-    "提交",
-    "遞交",
-    "核准",
-    "批准",
-    "同意",
-    "駁回",
-    "退回",
-    "取消",
-    "撤銷",
-    "查詢",
+# Words that say how, not which: stripped from the start or the end of each phrase (never
+# from the middle, so 「健康檢查」 keeps its 查) before the rest becomes the search keyword.
+LEADING = (
     "查一下",
+    "查詢",
+    "查看",
     "查",
-    "列出",
-    "看看",
-    "狀態",
-    "有哪些",
-    "哪幾張",
     "幫我",
     "麻煩",
     "請",
     "把",
     "我的",
     "我",
+    "取消",
+    "撤銷",
+    "核准",
+    "批准",
+    "同意",
+    "駁回",
+    "退回",
+    "送出",
+    "提交",
+    "列出",
+    "看看",
     "那張",
     "這張",
     "那筆",
     "這筆",
-    "一下",
-    "假單",
-    "的",
-    "了",
-    "嗎",
-    "吧",
-    "呢",
-    "也",
-    "張",
     "全部",
     "所有",
-    "申請",
-    "一起",
-    "那個",
-    "這個",
-    "剛剛",
-    "剛才",
+    "一下",
+    "也",
+)
+TRAILING = (
+    "送出審核",
+    "送出",
+    "送審",
+    "審核",
+    "提交",
+    "的假單",
+    "假單",
+    "的假",
+    "假",
+    "那張",
+    "這張",
+    "已核准",
+    "一下",
+    "吧",
+    "嗎",
+    "呢",
+    "了",
+    "也",
 )
 ENGLISH_FILLER = {
     "please",
@@ -165,6 +169,7 @@ class Turn:
 def read_turn(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> Turn:
     last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
     request = _text(messages[last_user].get("content")) if last_user >= 0 else ""
+    request = FAULT_TAG.sub("", request).strip()
     history = " ".join(_text(m.get("content")) for m in messages[: max(last_user, 0)])
     calls: list[ToolCall] = []
     results: list[str] = []
@@ -219,11 +224,16 @@ def decide(turn: Turn) -> Decision:
             return _act(turn, say, intent, remembered)
         return _call(turn, say, "search_leaves", {"keyword": extract_keyword(turn.request)})
 
-    previous = turn.calls[-1].name
+    # In a batch (search + balance together) the search carries the decision.
+    primary = max(
+        range(len(turn.calls)), key=lambda i: (turn.calls[i].name != "get_leave_balance", i)
+    )
+    previous = turn.calls[primary].name
+    last = turn.results[primary] if primary < len(turn.results) else last
     data = _json(last)
     if previous == "search_leaves":
         leaves = (data or {}).get("leaves", [])
-        keyword = turn.calls[-1].arguments.get("keyword", "")
+        keyword = turn.calls[primary].arguments.get("keyword", "")
         if not leaves:
             return Decision(text=say.nothing_found(keyword))
         if intent == "query":
@@ -251,22 +261,33 @@ def detect_intent(request: str) -> str | None:
 
 def extract_keyword(request: str) -> str:
     if re.search(r"[\u4e00-\u9fff]", request):
-        rest = re.sub(r"[，。！？、,.!?\s]+", " ", request)
-        for word in sorted(FILLER, key=len, reverse=True):
-            rest = rest.replace(word, " ")
-        runs = [r for r in rest.split() if r]
-        without_types = [r for r in runs if r not in LEAVE_TYPES]
-        # the reason words, if any; else the leave type, if named; else everything
-        for candidates in (without_types, runs):
+        phrases = [_strip_fillers(p) for p in re.split(r"[的，。！？、,.!?\s]+", request)]
+        phrases = [p for p in phrases if p]
+        reasons = [p for p in phrases if p not in LEAVE_TYPES]
+        # the reason words, if any; else the leave type, if named
+        for candidates in (reasons, phrases):
             if candidates:
                 best = max(candidates, key=len)
-                for leave_type in LEAVE_TYPES:  # "特休家庭旅遊" → "家庭旅遊"
-                    if best != leave_type:
-                        best = best.replace(leave_type, "")
-                return best or candidates[0]
+                for leave_type in LEAVE_TYPES:  # "加班補休" → "加班" also matches its reason
+                    if best != leave_type and best.endswith(leave_type):
+                        best = best[: -len(leave_type)]
+                return best
         return ""
     words = [w for w in re.findall(r"[A-Za-z0-9-]+", request.casefold()) if w not in ENGLISH_FILLER]
     return " ".join(words)
+
+
+def _strip_fillers(phrase: str) -> str:
+    changed = True
+    while changed and phrase:
+        changed = False
+        for word in LEADING:
+            if phrase.startswith(word):
+                phrase, changed = phrase[len(word) :], True
+        for word in TRAILING:
+            if phrase.endswith(word):
+                phrase, changed = phrase[: -len(word)], True
+    return phrase
 
 
 # -- steps ---------------------------------------------------------------------------------
@@ -497,3 +518,12 @@ class _English(_Voice):
 
     def done(self, result: str) -> str:
         return "Done."
+
+
+def requested_faults(messages: list[dict[str, Any]]) -> str:
+    """Fault modes named by a `[sim-fault:…]` tag in the latest user message, comma-joined."""
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            match = FAULT_TAG.search(_text(message.get("content")))
+            return match.group(1) if match else ""
+    return ""

@@ -304,3 +304,13 @@ def test_a_global_fault_applies_without_the_header(start_simulator):
             model="leave-copilot", messages=MESSAGES, extra_headers={"X-Sim-Fault": ""}
         )
         assert ok.choices[0].finish_reason == "stop"
+
+
+def test_a_fault_tag_in_the_user_message_works_without_headers(client):
+    tagged = [{"role": "user", "content": f"{SEED_REQUEST} [sim-fault:unknown_tool]"}]
+    response = client.chat.completions.create(
+        model="leave-copilot", messages=tagged, tools=LEAVE_TOOLS
+    )
+    call = response.choices[0].message.tool_calls[0]
+    assert call.function.name == "delete_all_leaves"
+    assert json.loads(call.function.arguments) == {"keyword": "家庭旅遊"}  # tag not in keyword

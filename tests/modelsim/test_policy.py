@@ -186,3 +186,18 @@ def test_token_counts_follow_the_documented_rules():
     assert tokens.count("   ") == 0
     text = "把我那張 family trip 特休 LV-7f3a91 送出審核。"
     assert "".join(tokens.split(text)) == text
+
+
+def test_a_search_and_balance_batch_is_decided_by_the_search():
+    chat = Conversation(SEED_REQUEST)
+    batch = policy.Decision(
+        tool_calls=(
+            policy.ToolCall("search_leaves", {"keyword": "家庭旅遊"}),
+            policy.ToolCall("get_leave_balance", {}),
+        )
+    )
+    chat.answer(batch, search_result(DRAFT), json.dumps({"balances": []}))
+    decision = chat.step()
+    assert decision.tool_calls == (
+        policy.ToolCall("update_leave_status", {"leave_id": "LV-1a2b3c", "status": "submitted"}),
+    )

@@ -1,0 +1,115 @@
+"""A terminal client: `python -m loop.cli "把我那張家庭旅遊的特休送出審核"`.
+
+Streams the run's steps and asks confirmation questions at the prompt, as the seed script did.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+import httpx
+
+ANSWERS = {"y": "accept", "yes": "accept", "是": "accept", "c": "cancel", "cancel": "cancel"}
+
+
+def ask(question: str) -> str:
+    """accept / decline / cancel from the person at the terminal; no terminal → decline."""
+    try:
+        reply = (
+            input(f"\n❓ {question}\n   確認？ [y = 確認 / n = 拒絕 / c = 取消] ").strip().lower()
+        )
+    except EOFError:
+        return "decline"
+    return ANSWERS.get(reply, "decline")
+
+
+def describe(kind: str, data: dict[str, Any]) -> str | None:
+    if kind == "tool.started":
+        return f"🔧 {data['name']}({json.dumps(data['arguments'], ensure_ascii=False)})"
+    if kind == "tool.finished":
+        step = data["step"]
+        mark = "✗" if step.get("error") else "✓"
+        return f"   {mark} {step['duration_ms']:.0f} ms" + (
+            f"  {step['error']}" if step.get("error") else ""
+        )
+    if kind == "model.finished" and "step" in data:
+        step = data["step"]
+        calls = ", ".join(step["result"]["tool_calls"]) or "answer"
+        tokens = f"{step['prompt_tokens']}+{step['completion_tokens']} tokens"
+        return f"🤖 turn {data['turn']}: {calls}  ({step['duration_ms']:.0f} ms, {tokens})"
+    if kind == "confirmation.resolved":
+        return f"   → {data['outcome']}"
+    if kind == "detection":
+        return f"⚠ {data['kind']}: {data['detail']}"
+    return None
+
+
+def run(url: str, token: str, text: str, session_id: str | None) -> int:
+    headers = {"Authorization": f"Bearer {token}"}
+    body: dict[str, Any] = {"input": text, "stream": True, "confirm": "ask"}
+    if session_id:
+        body["session_id"] = session_id
+    run_id = ""
+    kind = ""
+    timeout = httpx.Timeout(10, read=None)  # a run may wait minutes for the person to answer
+    with (
+        httpx.Client(base_url=url, headers=headers, timeout=timeout) as http,
+        http.stream("POST", "/v1/runs", json=body) as response,
+    ):
+        if response.status_code != 200:
+            response.read()
+            print(f"error {response.status_code}: {response.text}", file=sys.stderr)
+            return 1
+        for line in response.iter_lines():
+            if line.startswith("event: "):
+                kind = line[7:]
+                continue
+            if not line.startswith("data: "):
+                continue
+            data = json.loads(line[6:])
+            if kind == "run.started":
+                run_id = data["id"]
+                print(f"▶ {run_id} (session {data['session_id']})")
+            elif kind == "confirmation.requested":
+                action = ask(data["message"])
+                http.post(
+                    f"/v1/runs/{run_id}/confirmations/{data['confirmation_id']}",
+                    json={"action": action},
+                ).raise_for_status()
+            elif kind == "run.finished":
+                usage = data["usage"]
+                tokens = f"{usage['prompt_tokens']}+{usage['completion_tokens']} tokens"
+                print(f"\n■ {data['status']} in {data['turns']} turns, {tokens}")
+                print(data["answer"] or data.get("reason", ""))
+                return 0 if data["status"] == "completed" else 2
+            else:
+                line_text = describe(kind, data)
+                if line_text:
+                    print(line_text)
+    return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m loop.cli", description=__doc__.splitlines()[0])
+    parser.add_argument("text", help="the request, e.g. 把我那張家庭旅遊的特休送出審核")
+    parser.add_argument("--url", default=os.environ.get("LOOP_URL", "http://127.0.0.1:8080"))
+    parser.add_argument(
+        "--token",
+        default=os.environ.get("LEAVE_TOKEN", "demo-token-employee"),
+        help="your bearer token (env LEAVE_TOKEN; default: the demo employee)",
+    )
+    parser.add_argument("--session", help="continue this session id")
+    args = parser.parse_args(argv)
+    try:
+        return run(args.url, args.token, args.text, args.session)
+    except httpx.HTTPError as error:
+        print(f"cannot reach the loop at {args.url}: {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

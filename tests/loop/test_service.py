@@ -1,0 +1,321 @@
+"""The loop service end to end: the real MCP server, the simulator and the loop as processes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+
+import httpx
+import openai
+import pytest
+
+from tests.support import REPO_ROOT
+
+from .conftest import EMPLOYEE, MANAGER, OTHER, leave_status, post_run, stream_run, tool_steps
+
+SEED_REQUEST = "把我那張家庭旅遊的特休送出審核"
+
+
+def test_seed_request_submits_the_draft_with_the_real_id(stack):
+    response = post_run(stack, {"input": SEED_REQUEST})
+    final = response.json()
+    assert response.status_code == 200 and final["status"] == "completed", final
+    steps = tool_steps(final)
+    assert [name for name, _ in steps] == ["search_leaves", "update_leave_status"]
+    real_id = final["steps"][1]["result"]["leaves"][0]["leave_id"]
+    assert steps[1][1] == {"leave_id": real_id, "status": "submitted"}
+    assert final["answer"] == f"已將 {real_id} 送出審核。"
+    assert leave_status(stack, real_id) == "submitted"
+    assert final["usage"]["prompt_tokens"] > 0 and final["turns"] == 3
+    record = httpx.get(f"{stack.loop}/v1/runs/{final['id']}", headers=EMPLOYEE).json()
+    assert record["status"] == "completed" and len(record["steps"]) == len(final["steps"])
+
+
+def wedding_id(stack) -> str:
+    found = post_run(stack, {"input": "查一下我表妹婚禮的假單"}).json()
+    return found["steps"][1]["result"]["leaves"][0]["leave_id"]
+
+
+def test_cancel_declined_keeps_the_leave_then_accepted_cancels_it(stack):
+    leave_id = wedding_id(stack)
+    events, final = stream_run(stack.loop, {"input": "取消我表妹婚禮那張假"}, answer="decline")
+    kinds = [k for k, _ in events]
+    assert "confirmation.requested" in kinds and (
+        "confirmation.resolved",
+        {"outcome": "declined"},
+    ) in [(k, {"outcome": d.get("outcome")}) for k, d in events]
+    assert final["status"] == "completed" and "維持已核准" in final["answer"]
+    assert leave_status(stack, leave_id) == "approved"
+
+    events, final = stream_run(stack.loop, {"input": "取消我表妹婚禮那張假"}, answer="accept")
+    assert final["answer"].startswith("已取消假單") and leave_status(stack, leave_id) == "cancelled"
+    order = [k for k, _ in events]
+    assert order[0] == "run.started" and order[-1] == "run.finished"
+    last = len(order) - 1 - order[::-1].index("tool.started")  # the cancel call
+    assert order[last:].index("confirmation.requested") < order[last:].index("tool.finished")
+
+
+def test_an_unanswered_confirmation_times_out_as_cancel(stack):
+    found = post_run(stack, {"input": "查一下年度健康檢查的假單"}, MANAGER).json()
+    leave_id = found["steps"][1]["result"]["leaves"][0]["leave_id"]
+    _, final = stream_run(stack.loop, {"input": "取消我年度健康檢查那張假"}, MANAGER, answer=None)
+    assert final["status"] == "completed" and leave_id in final["answer"]
+    assert leave_status(stack, leave_id) == "approved"
+    cancel_step = next(s for s in final["steps"] if s["name"] == "cancel_approved_leave")
+    assert cancel_step["result"]["error"]["code"] == "confirmation_cancelled"
+
+
+def test_non_streaming_runs_decline_by_default(stack):
+    found = post_run(stack, {"input": "查一下畢業典禮的假單"}, OTHER).json()
+    leave_id = found["steps"][1]["result"]["leaves"][0]["leave_id"]
+    final = post_run(stack, {"input": "取消我畢業典禮那張假"}, OTHER).json()
+    assert "維持已核准" in final["answer"]
+    assert leave_status(stack, leave_id) == "approved"
+
+
+def test_a_follow_up_in_the_same_session_acts_on_the_leave_just_discussed(stack):
+    first = post_run(stack, {"input": "查一下加班補休的假單"}, OTHER).json()
+    leave_id = first["steps"][1]["result"]["leaves"][0]["leave_id"]
+    second = post_run(
+        stack, {"input": "剛剛那張也送出審核", "session_id": first["session_id"]}, OTHER
+    ).json()
+    assert second["session_id"] == first["session_id"]
+    assert tool_steps(second) == [
+        ("update_leave_status", {"leave_id": leave_id, "status": "submitted"})
+    ]
+    assert leave_status(stack, leave_id) == "submitted"
+    # another user cannot continue (or read) that session
+    foreign = post_run(
+        stack, {"input": "剛剛那張也送出審核", "session_id": first["session_id"]}
+    ).json()
+    assert foreign["session_id"] != first["session_id"]
+    assert httpx.get(f"{stack.loop}/v1/runs/{first['id']}", headers=EMPLOYEE).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("fault", "status", "check"),
+    [
+        ("http_500", "failed", lambda f: "http_500" in f["reason"]),
+        # one retry, after the simulator's Retry-After of 1 s
+        (
+            "http_429",
+            "failed",
+            lambda f: "http_429" in f["reason"] and f["steps"][0]["duration_ms"] >= 1000,
+        ),
+        ("stall", "failed", lambda f: "timeout" in f["reason"]),
+        (
+            "malformed_arguments",
+            "completed",
+            lambda f: f["steps"][1]["error"] == "invalid_arguments",
+        ),
+        ("unknown_tool", "completed", lambda f: f["steps"][1]["error"] == "unknown_tool"),
+        ("tool_call_as_text", "failed", lambda f: f["reason"] == "tool_call_in_content"),
+        (
+            "guessed_id",
+            "completed",
+            lambda f: f["steps"][1]["result"]["error"]["code"] == "unknown_leave_id",
+        ),
+        (
+            "skip_step",
+            "completed",
+            lambda f: f["steps"][3]["result"]["error"]["code"] == "wrong_step",
+        ),
+        ("endless_tool_calls", "max_turns", lambda f: f["turns"] == 8),
+        (
+            "parallel_tool_calls",
+            "completed",
+            lambda f: (
+                [s["name"] for s in f["steps"][1:3]] == ["search_leaves", "get_leave_balance"]
+            ),
+        ),
+    ],
+)
+def test_each_simulator_fault_ends_in_a_clear_result(stack, fault, status, check):
+    request = "查一下年度健康檢查的假單"
+    if fault == "skip_step":  # needs a draft of the caller's own
+        created = post_run(
+            stack, {"input": "幫我請 2035-03-05 的事假，事由：跳級測試"}, MANAGER
+        ).json()
+        assert tool_steps(created)[0][0] == "create_leave", created
+        request = "把我那張跳級測試的事假送出審核"
+    final = post_run(stack, {"input": f"{request} [sim-fault:{fault}]"}, MANAGER).json()
+    assert final["status"] == status, final
+    assert check(final), final
+    transcript = json.loads(json.dumps(final))  # the record is plain JSON
+    assert transcript["id"].startswith("run_")
+
+
+def test_fifty_concurrent_streaming_runs_each_get_their_own_confirmation(stack):
+    from mcp_server.storage import Balance, Database, Leave
+
+    database = Database(stack.mcp_db_url)
+    ids = {}
+    with database.write() as s:
+        for n in range(50):
+            leave_id = f"LV-c0{n:04x}"
+            ids[n] = leave_id
+            s.add(
+                Leave(
+                    id=leave_id,
+                    employee_id="E001",
+                    leave_type="事假",
+                    start_date=__import__("datetime").date(2034, 1, 2)
+                    + __import__("datetime").timedelta(days=n),
+                    end_date=__import__("datetime").date(2034, 1, 2)
+                    + __import__("datetime").timedelta(days=n),
+                    days=1.0,
+                    status="approved",
+                    reason=f"併發確認{n:02d}號",
+                )
+            )
+        s.get(Balance, ("E001", "事假")).remaining_days -= 50
+    database.dispose()
+
+    finals: dict[int, dict] = {}
+    errors: list[BaseException] = []
+
+    def one(n: int) -> None:
+        try:
+            answer = "accept" if n % 2 == 0 else "decline"
+            _, finals[n] = stream_run(
+                stack.loop, {"input": f"取消我併發確認{n:02d}號那張假"}, answer=answer
+            )
+        except BaseException as error:  # surfaced below
+            errors.append(error)
+
+    threads = [threading.Thread(target=one, args=(n,)) for n in range(50)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors[:3]
+    for n, final in finals.items():
+        expected = "cancelled" if n % 2 == 0 else "approved"
+        assert leave_status(stack, ids[n]) == expected, (n, final["answer"])
+        assert ids[n] in final["answer"]
+
+
+def test_cancel_endpoint_stops_a_waiting_run_and_keeps_the_transcript_valid(stack):
+    result: dict = {}
+
+    def run_it() -> None:
+        _, result["final"] = stream_run(
+            stack.loop, {"input": "取消我併發確認01號那張假"}, answer=None
+        )
+
+    # find the run id from the stream, then cancel it while it waits for the human
+    with (
+        httpx.Client(base_url=stack.loop, headers=EMPLOYEE, timeout=30) as http,
+        http.stream(
+            "POST", "/v1/runs", json={"input": "取消我併發確認03號那張假", "stream": True}
+        ) as response,
+    ):
+        run_id = ""
+        for line in response.iter_lines():
+            if line.startswith("data: ") and not run_id:
+                run_id = json.loads(line[6:])["id"]
+            if line.startswith("event: confirmation.requested"):
+                cancelled = http.post(f"/v1/runs/{run_id}/cancel").json()
+                break
+    assert cancelled["status"] == "cancelled"
+    record = httpx.get(f"{stack.loop}/v1/runs/{run_id}", headers=EMPLOYEE).json()
+    assert record["status"] == "cancelled"
+
+
+def test_auth_is_required_and_checked_by_the_mcp_server(stack):
+    assert httpx.post(f"{stack.loop}/v1/runs", json={"input": "x"}).status_code == 401
+    bad = httpx.post(
+        f"{stack.loop}/v1/runs", json={"input": "x"}, headers={"Authorization": "Bearer nope"}
+    )
+    assert bad.status_code == 401
+    assert httpx.get(f"{stack.loop}/healthz").status_code == 200
+    assert httpx.get(f"{stack.loop}/metrics").status_code == 200
+
+
+def test_bad_requests_get_a_clear_422(stack):
+    assert post_run(stack, {"input": ""}).status_code == 422
+    assert post_run(stack, {"input": "x", "confirm": "always"}).status_code == 422
+    assert post_run(stack, {"input": "x", "session_id": "../../etc"}).status_code == 422
+
+
+def test_facade_through_the_official_openai_client(stack):
+    client = openai.OpenAI(base_url=f"{stack.loop}/v1", api_key="demo-token-manager", max_retries=0)
+    response = client.chat.completions.create(
+        model="leave-copilot-agent",
+        messages=[{"role": "user", "content": "我的假期餘額還有多少？"}],
+    )
+    assert "特休" in response.choices[0].message.content
+    assert response.usage.prompt_tokens > 0
+    stream = client.chat.completions.create(
+        model="leave-copilot-agent",
+        messages=[{"role": "user", "content": "我的假期餘額還有多少？"}],
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    chunks = list(stream)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert "特休" in text and chunks[-1].usage.total_tokens > 0
+    with pytest.raises(openai.NotFoundError):
+        client.chat.completions.create(model="gpt-4", messages=[{"role": "user", "content": "hi"}])
+
+
+def test_readiness_and_metrics_report_what_happened(stack):
+    ready = httpx.get(f"{stack.loop}/readyz").json()
+    assert ready == {"status": "ready", "model": "ok", "mcp": "ok"}
+    metrics = httpx.get(f"{stack.loop}/metrics").text
+    for family in (
+        'leave_loop_runs_total{status="completed"}',
+        "leave_loop_run_duration_seconds_bucket",
+        "leave_loop_run_turns_bucket",
+        "leave_loop_model_call_duration_seconds_bucket",
+        'leave_loop_tokens_total{type="prompt"}',
+        "leave_loop_tool_call_duration_seconds_bucket",
+        "leave_loop_confirmations_total",
+        'leave_loop_detections_total{kind="tool_call_in_content"}',
+        "leave_loop_model_retries_total",
+        "leave_loop_runs_in_flight",
+    ):
+        assert family in metrics, family
+
+
+def test_export_writes_completed_runs_as_chat_jsonl(stack, tmp_path):
+    post_run(stack, {"input": "我的假期餘額還有多少？"})
+    out = tmp_path / "runs.jsonl"
+    subprocess.run(
+        [sys.executable, "-m", "loop", "export", "-o", str(out), "--no-tool-errors"],
+        cwd=REPO_ROOT,
+        env={**__import__("os").environ, "LOOP_STORE_URL": stack.store_url},
+        check=True,
+        capture_output=True,
+    )
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert lines and all(line["metadata"]["status"] == "completed" for line in lines)
+    example = lines[-1]
+    assert example["messages"][0]["role"] == "system"
+    assert example["messages"][-1]["role"] == "assistant"
+    assert {t["function"]["name"] for t in example["tools"]} >= {"search_leaves"}
+    calls = [c["id"] for m in example["messages"] for c in m.get("tool_calls", [])]
+    answers = [m["tool_call_id"] for m in example["messages"] if m["role"] == "tool"]
+    assert sorted(calls) == sorted(answers)
+
+
+def test_terminal_client_streams_steps_and_asks_at_the_prompt(stack):
+    found = post_run(stack, {"input": "查一下畢業典禮的假單"}, OTHER).json()
+    leave_id = found["steps"][1]["result"]["leaves"][0]["leave_id"]
+    done = subprocess.run(
+        [sys.executable, "-m", "loop.cli", "取消我畢業典禮那張假", "--url", stack.loop],
+        cwd=REPO_ROOT,
+        env={**__import__("os").environ, "LEAVE_TOKEN": "demo-token-other"},
+        input="y\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "🔧 search_leaves" in out and "🔧 cancel_approved_leave" in out
+    assert "確定要取消已核准的假單" in out and "→ accepted" in out
+    assert "已取消假單" in out
+    assert leave_status(stack, leave_id) == "cancelled"
