@@ -68,3 +68,11 @@ modelsim: $(SYNCED) ## serve the vLLM simulator on :8000 (SIM_* settings)
 .PHONY: bench-modelsim
 bench-modelsim: $(SYNCED) ## benchmark simulator requests/s on one core (instant profile)
 	$(PY) benchmarks/modelsim_throughput.py
+
+.PHONY: loop
+loop: $(SYNCED) ## serve the agent loop on :8080 (LOOP_* settings)
+	$(PY) -m loop
+
+.PHONY: bench-loop
+bench-loop: $(SYNCED) ## benchmark the loop against the seed script's connect-per-run way
+	$(PY) benchmarks/loop_overhead.py

@@ -411,3 +411,10 @@ def test_compare_and_set_refuses_a_stale_status(service):
         LeaveService._compare_and_set(s, leave, "draft", "submitted")  # it is "submitted"
     assert refused.value.code == "conflict"
     assert status_of(service, leave_id) == "submitted"
+
+
+async def test_search_treats_like_wildcards_as_characters(connect):
+    async with connect("E001") as client:
+        assert await find(client, "%") == []
+        assert await find(client, "_") == []
+        assert len(await find(client, "")) == 4
