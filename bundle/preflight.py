@@ -1,0 +1,80 @@
+"""What `make up` needs before it starts anything, each missing piece named."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+from . import compose
+
+ENV_FILE = compose.DEPLOY / ".env"
+
+
+def _run(*command: str) -> subprocess.CompletedProcess[str] | None:
+    try:
+        return subprocess.run(command, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def problems(*, sim: bool, env_file: Path = ENV_FILE) -> list[str]:
+    found: list[str] = []
+    if shutil.which("docker") is None:
+        return ["docker is not installed (https://docs.docker.com/engine/install/)"]
+    version = _run("docker", "compose", "version")
+    if version is None or version.returncode != 0:
+        found.append("the Docker Compose v2 plugin is missing (`docker compose version` fails)")
+    info = _run("docker", "info", "--format", "{{json .Runtimes}}")
+    if info is None or info.returncode != 0:
+        found.append("the Docker engine is not reachable (`docker info` fails): start dockerd")
+    elif not sim and "nvidia" not in info.stdout:
+        found.append(
+            "no NVIDIA runtime in `docker info`: install the NVIDIA Container Toolkit and run "
+            "`nvidia-ctk runtime configure --runtime=docker` (or use `make up-sim`)"
+        )
+    if not env_file.exists():
+        found.append(f"{env_file.name} is missing: cp deploy/.env.example deploy/.env")
+        return found
+    try:
+        project = compose.config(sim=sim, env_file=env_file)
+    except compose.ComposeError as error:
+        found.append(f"deploy/.env does not resolve: {error}")
+        return found
+    if not sim:
+        found += _model_problems(project)
+    return found
+
+
+def _model_problems(project: dict) -> list[str]:
+    vllm = project["services"]["vllm"]
+    model = vllm["command"][0]
+    mounts = [v for v in vllm.get("volumes", []) if v.get("target") == "/models"]
+    if not mounts:
+        return ["the vllm service mounts no /models folder"]
+    source = Path(mounts[0]["source"])
+    if not source.is_dir():
+        return [f"MODEL_DIR {source} does not exist on this host"]
+    if model.startswith("/models/"):
+        local = source / model.removeprefix("/models/")
+        if not (local / "config.json").exists():
+            return [f"VLLM_MODEL {model} has no config.json at {local} (merged weights expected)"]
+    return []
+
+
+def urls(project_ports: dict[str, int]) -> list[str]:
+    loop, mcp = project_ports.get("loop", 8080), project_ports.get("mcp-server", 8090)
+    return [
+        f"loop API      http://127.0.0.1:{loop}   (OpenAPI: http://127.0.0.1:{loop}/docs)",
+        f"loop metrics  http://127.0.0.1:{loop}/metrics",
+        f"MCP server    http://127.0.0.1:{mcp}/mcp   (metrics: /metrics)",
+    ]
+
+
+def published_ports(project: dict) -> dict[str, int]:
+    ports = {}
+    for name, service in project["services"].items():
+        for port in service.get("ports", []):
+            if port.get("published"):
+                ports[name] = int(port["published"])
+    return ports

@@ -1,0 +1,213 @@
+"""Static checks of the compose files, through the real Docker Compose v2 binary (no engine)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+
+import pytest
+
+from bundle import compose
+
+REPO = compose.REPO_ROOT
+SERVE_HELP = REPO / "tests" / "fixtures" / "vllm-0.32" / "serve-help.txt"
+VLLM_VERSION = "0.32.0"
+LORA_ARGS = "--enable-lora --lora-modules leave-copilot=/models/adapter --max-lora-rank 16"
+
+
+@pytest.fixture(scope="module")
+def gpu() -> dict:
+    return compose.config(sim=False)
+
+
+@pytest.fixture(scope="module")
+def sim() -> dict:
+    return compose.config(sim=True)
+
+
+@pytest.mark.parametrize("files", [["compose.yaml"], ["compose.yaml", "compose.sim.yaml"]])
+def test_files_satisfy_the_compose_specification(files):
+    assert compose.validate([compose.DEPLOY / f for f in files], compose.EXAMPLE_ENV) == ""
+
+
+def test_a_schema_violation_is_caught(tmp_path):
+    broken = tmp_path / "compose.yaml"
+    broken.write_text(
+        compose.BASE_FILE.read_text().replace(
+            "restart: unless-stopped\n    networks", "restarts: always\n    networks", 1
+        )
+    )
+    error = compose.validate([broken], compose.EXAMPLE_ENV)
+    assert "restarts" in error
+
+
+def test_required_variables_fail_fast_with_a_message(tmp_path):
+    env = tmp_path / ".env"
+    env.write_text(
+        "\n".join(
+            line
+            for line in compose.EXAMPLE_ENV.read_text().splitlines()
+            if not line.startswith("VLLM_MODEL=")
+        )
+    )
+    with pytest.raises(compose.ComposeError, match=re.escape("set VLLM_MODEL in deploy/.env")):
+        compose.config(sim=False, env_file=env, environ={"PATH": "/usr/bin:/bin"})
+
+
+def test_every_long_running_service_is_health_checked_and_restarts(gpu, sim):
+    for project in (gpu, sim):
+        for name, service in project["services"].items():
+            assert "container_name" not in service, name
+            if service.get("restart") == "no":  # the one-shot seed step
+                continue
+            assert service.get("healthcheck", {}).get("test"), name
+            assert service.get("restart") == "unless-stopped", name
+
+
+def test_start_up_is_health_gated(gpu):
+    services = gpu["services"]
+    assert services["mcp-server"]["depends_on"]["mcp-seed"]["condition"] == (
+        "service_completed_successfully"
+    )
+    assert services["loop"]["depends_on"]["vllm"]["condition"] == "service_healthy"
+    assert services["loop"]["depends_on"]["mcp-server"]["condition"] == "service_healthy"
+    # weights load and CUDA graph capture take minutes before /health answers
+    assert seconds(services["vllm"]["healthcheck"]["start_period"]) >= 300
+
+
+def seconds(duration: str) -> float:
+    """A Go duration as compose prints it ("10m0s", "20s") in seconds."""
+    units = {"h": 3600, "m": 60, "s": 1, "ms": 0.001}
+    return sum(float(n) * units[u] for n, u in re.findall(r"([\d.]+)(ms|h|m|s)", duration))
+
+
+def test_every_image_is_pinned(gpu, sim):
+    for project in (gpu, sim):
+        for name, service in project["services"].items():
+            image = service["image"]
+            repository, _, tag = image.rpartition(":")
+            assert repository and tag and tag != "latest", (name, image)
+            assert re.search(r"\d+\.\d+\.\d+", tag), (name, image)
+
+
+def test_vllm_gets_a_gpu_shared_memory_caches_and_no_published_port(gpu):
+    vllm = gpu["services"]["vllm"]
+    devices = vllm["deploy"]["resources"]["reservations"]["devices"]
+    assert devices == [{"driver": "nvidia", "count": 1, "capabilities": ["gpu"]}]
+    assert vllm["ipc"] == "host"
+    targets = {v["target"] for v in vllm["volumes"]}
+    assert targets == {"/models", "/root/.cache/huggingface", "/root/.cache/vllm"}
+    assert "ports" not in vllm
+    assert set(vllm["networks"]) == {"backend"}
+    assert gpu["networks"]["backend"]["internal"] is True
+
+
+def test_the_simulator_layout_changes_only_the_model_service(gpu, sim):
+    for name in ("mcp-seed", "mcp-server", "loop"):
+        assert gpu["services"][name] == sim["services"][name], name
+    model = sim["services"]["vllm"]
+    assert model["command"] == ["python", "-m", "modelsim"]
+    assert model["environment"]["SIM_PORT"] == "8000"
+    assert "deploy" not in model and "ipc" not in model and not model.get("volumes")
+
+
+def test_services_reach_each_other_by_the_names_and_ports_they_serve(gpu):
+    services = gpu["services"]
+    loop = services["loop"]["environment"]
+    assert loop["LOOP_MODEL_BASE_URL"] == "http://vllm:8000/v1"
+    assert loop["LOOP_MCP_URL"] == "http://mcp-server:8090/mcp"
+    assert "mcp-server:8090" in services["mcp-server"]["environment"]["MCP_ALLOWED_HOSTS"]
+    assert "--port" in services["vllm"]["command"]
+    assert services["vllm"]["command"][services["vllm"]["command"].index("--port") + 1] == "8000"
+
+
+# -- variables: compose ⇄ .env.example ⇄ README -------------------------------------------------
+
+
+def compose_variables() -> set[str]:
+    text = compose.BASE_FILE.read_text() + compose.SIM_FILE.read_text()
+    return set(re.findall(r"\$\{([A-Z][A-Z0-9_]*)", text))
+
+
+def example_variables() -> set[str]:
+    return {
+        line.split("=", 1)[0]
+        for line in compose.EXAMPLE_ENV.read_text().splitlines()
+        if re.match(r"^[A-Z][A-Z0-9_]*=", line)
+    }
+
+
+def readme_variables() -> set[str]:
+    readme = (REPO / "README.md").read_text()
+    return set(re.findall(r"^\| `([A-Z][A-Z0-9_]*)`", readme, re.MULTILINE))
+
+
+def test_every_compose_variable_is_in_env_example_and_vice_versa():
+    assert compose_variables() == example_variables()
+
+
+def test_every_env_example_variable_is_in_the_readme_table():
+    assert example_variables() - readme_variables() == set()
+
+
+def test_every_env_example_entry_is_commented():
+    lines = compose.EXAMPLE_ENV.read_text().splitlines()
+    for index, line in enumerate(lines):
+        if re.match(r"^[A-Z][A-Z0-9_]*=", line):
+            above = lines[index - 1]
+            assert above.startswith("#") or re.match(r"^[A-Z][A-Z0-9_]*=", above), line
+
+
+# -- the vLLM command line against vLLM 0.32's own flags ---------------------------------------
+
+
+def recorded_flags() -> tuple[set[str], set[str]]:
+    """(every flag, every --tool-call-parser choice) from vLLM 0.32's `--help=all`."""
+    text = SERVE_HELP.read_text()
+    flags = set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", text))
+    parsers = re.search(r"--tool-call-parser \{([^}]*)\}", text).group(1).split(",")
+    return flags, set(parsers)
+
+
+@pytest.mark.parametrize("extra", ["", LORA_ARGS])
+def test_vllm_command_uses_only_flags_of_the_pinned_version(extra):
+    import os
+
+    project = compose.config(sim=False, environ={**os.environ, "VLLM_EXTRA_ARGS": extra})
+    command = project["services"]["vllm"]["command"]
+    image = project["services"]["vllm"]["image"]
+    assert image.endswith(f":v{VLLM_VERSION}"), "serve-help.txt was recorded from this version"
+    flags, parsers = recorded_flags()
+    used = [arg for arg in command if arg.startswith("--")]
+    assert used and set(used) <= flags, set(used) - flags
+    parser = command[command.index("--tool-call-parser") + 1]
+    assert parser in parsers
+    assert not command[0].startswith("--"), "the model is positional and comes first"
+    if extra:
+        assert shlex.split(extra) == command[-len(shlex.split(extra)) :]
+
+
+def test_vllm_command_parses_with_vllms_own_parser_when_installed():
+    cli = pytest.importorskip("vllm.entrypoints.openai.cli_args", reason="vLLM not installed")
+    from vllm.utils import FlexibleArgumentParser
+
+    project = compose.config(sim=False)
+    parser = cli.make_arg_parser(FlexibleArgumentParser())
+    parser.parse_args(project["services"]["vllm"]["command"])
+
+
+def test_every_parser_named_in_env_example_is_a_real_choice():
+    _, parsers = recorded_flags()
+    comment = next(
+        line for line in compose.EXAMPLE_ENV.read_text().splitlines() if "Tool-call parser" in line
+    )
+    named = set(re.findall(r"([a-z0-9_]+) \(", comment))
+    assert named and named <= parsers
+
+
+def test_compose_binary_is_the_real_v2():
+    version = subprocess.run(
+        [compose.compose_binary(), "version", "--short"], capture_output=True, text=True
+    ).stdout.strip()
+    assert version.startswith("2.")
