@@ -1,0 +1,47 @@
+"""`make demo` from a fresh clone: the first README command, end to end."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+from bundle.compose import REPO_ROOT
+from tests.support import free_port
+
+
+def test_make_demo_on_a_fresh_clone(tmp_path):
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "--quiet", str(REPO_ROOT), str(clone)], check=True)
+    env = {
+        **os.environ,
+        # free ports, so the test never collides with a stack the developer is running
+        "LOOP_PUBLISHED_PORT": str(free_port()),
+        "MCP_PUBLISHED_PORT": str(free_port()),
+        "LOCAL_MODEL_PORT": str(free_port()),
+    }
+    env.pop("VIRTUAL_ENV", None)
+    started = time.monotonic()
+    try:
+        demo = subprocess.run(
+            ["make", "demo"], cwd=clone, env=env, capture_output=True, text=True, timeout=600
+        )
+        elapsed = time.monotonic() - started
+        print(f"make demo from a fresh clone took {elapsed:.1f} s")
+        assert demo.returncode == 0, demo.stdout[-3000:] + demo.stderr[-3000:]
+        out = demo.stdout
+        assert "已將 LV-" in out and "送出審核。" in out
+        assert "找到 4 張假單" in out
+        assert "維持已核准" in out and "已取消假單" in out
+        assert "NOT AS EXPECTED" not in out
+        assert f"http://127.0.0.1:{env['LOOP_PUBLISHED_PORT']}" in out
+        status = subprocess.run(
+            [str(clone / ".venv/bin/python"), "-m", "bundle", "status"],
+            cwd=clone,
+            capture_output=True,
+            text=True,
+        )
+        assert "loop" in status.stdout  # left running, as the README says
+    finally:
+        stop = subprocess.run(["make", "stop"], cwd=clone, env=env, capture_output=True, text=True)
+    assert "stopped: loop, mcp-server, vllm" in stop.stdout
