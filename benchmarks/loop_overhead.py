@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
-import json
 import statistics
 import sys
 import tempfile
@@ -24,17 +23,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx2
 import openai
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from loop.engine import SYSTEM_PROMPT, AgentLoop, ToolInfo, ToolResult  # noqa: E402
+from loop.engine import AgentLoop, ToolInfo, ToolResult  # noqa: E402
 from loop.mcp_pool import McpPool  # noqa: E402
 from loop.model import OpenAIChatModel  # noqa: E402
+from loop.seed_script import seed_loop  # noqa: E402
 from mcp_server.storage import Balance, Database, Leave  # noqa: E402
 from tests.support import mcp_server, model_simulator  # noqa: E402
 
@@ -66,46 +63,6 @@ def make_drafts(db_url: str, count: int) -> list[str]:
         s.get(Balance, ("E001", "特休")).remaining_days += count
     database.dispose()
     return reasons
-
-
-async def baseline_run(mcp_url: str, model: openai.AsyncOpenAI, request: str) -> int:
-    """The seed script: connect, initialize, list tools, loop; one connection per run."""
-    async with (
-        httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}) as http,
-        Client(streamable_http_client(mcp_url, http_client=http)) as session,
-    ):
-        tools = [
-            {
-                "type": "function",
-                "function": {
-                    "name": t.name,
-                    "description": t.description or "",
-                    "parameters": t.input_schema,
-                },
-            }
-            for t in (await session.list_tools()).tools
-        ]
-        messages: list[dict[str, Any]] = [
-            {"role": "system", "content": SYSTEM_PROMPT},
-            {"role": "user", "content": request},
-        ]
-        for turn in range(8):
-            response = await model.chat.completions.create(
-                model="leave-copilot", messages=messages, tools=tools, temperature=0
-            )
-            message = response.choices[0].message
-            messages.append(message.model_dump(exclude_none=True))
-            if not message.tool_calls:
-                return turn + 1
-            for call in message.tool_calls:
-                result = await session.call_tool(
-                    call.function.name, json.loads(call.function.arguments)
-                )
-                text = "".join(getattr(c, "text", "") for c in result.content)
-                if result.is_error:
-                    text = f"[工具執行失敗] {text}"
-                messages.append({"role": "tool", "tool_call_id": call.id, "content": text})
-    return 8
 
 
 class TimedTools:
@@ -172,7 +129,8 @@ async def main_async(
             overhead_ms.extend(step - r for step, r in zip(steps, raw, strict=True))
 
     async def base_run(request: str) -> None:
-        assert await baseline_run(mcp_url, model_client, request) == 3
+        run = await seed_loop(mcp_url, TOKEN, model_client, request)
+        assert run.turns == 3 and "送出審核" in run.answer, run.answer
 
     # warm both paths (imports, connections, server caches) before measuring
     await loop_run(requests.pop())

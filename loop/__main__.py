@@ -6,8 +6,6 @@ import argparse
 import datetime as dt
 import sys
 
-from pydantic import ValidationError
-
 
 def _when(value: str) -> dt.datetime:
     parsed = dt.datetime.fromisoformat(value)
@@ -30,13 +28,12 @@ def main(argv: list[str] | None = None) -> int:
     export.add_argument("--until", type=_when, help="created before (ISO 8601)")
     args = parser.parse_args(argv)
 
+    from common.entrypoint import load_settings, serve
+
     from .settings import LoopSettings
 
-    try:
-        settings = LoopSettings()
-    except ValidationError as exc:
-        for error in exc.errors():
-            print(f"configuration error: {error['loc'][0]}: {error['msg']}", file=sys.stderr)
+    settings = load_settings(LoopSettings)
+    if settings is None:
         return 2
 
     if args.command == "export":
@@ -64,8 +61,6 @@ def main(argv: list[str] | None = None) -> int:
 
     import logging
 
-    import uvicorn
-
     from .app import create_app
 
     for chatty in ("httpx", "httpx2"):  # one line per request is noise
@@ -73,13 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
-    uvicorn.run(
-        create_app(settings),
-        host=settings.host,
-        port=settings.port,
-        log_level=settings.log_level,
-        access_log=False,
-    )
+    serve(create_app(settings), settings.host, settings.port, settings.log_level)
     return 0
 
 

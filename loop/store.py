@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Integer, String, Text, create_engine, event, select
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy import JSON, DateTime, Integer, String, Text, select
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
+
+from common.sqlite import create_engine_for
 
 
 class Base(DeclarativeBase):
@@ -59,24 +59,6 @@ class SessionRecord(Base):
     updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
-def _engine(url: str) -> Engine:
-    parsed = make_url(url)
-    if parsed.get_backend_name() != "sqlite":
-        return create_engine(url, pool_pre_ping=True)
-    if parsed.database and parsed.database != ":memory:":
-        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
-
-    @event.listens_for(engine, "connect")
-    def _pragmas(connection, _record) -> None:  # type: ignore[no-untyped-def]
-        cursor = connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA busy_timeout=30000")
-        cursor.close()
-
-    return engine
-
-
 def bounded_history(messages: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
     """The newest messages within `limit`, starting at a user message so that no tool message
     is separated from the assistant call it answers."""
@@ -91,7 +73,7 @@ def bounded_history(messages: list[dict[str, Any]], limit: int) -> list[dict[str
 
 class RunStore:
     def __init__(self, url: str) -> None:
-        self.engine = _engine(url)
+        self.engine = create_engine_for(url)
         Base.metadata.create_all(self.engine)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
 

@@ -6,8 +6,6 @@ import argparse
 import logging
 import sys
 
-from pydantic import ValidationError
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mcp_server", description=__doc__)
@@ -19,13 +17,12 @@ def main(argv: list[str] | None = None) -> int:
     token_cmd.add_argument("employee_id")
     args = parser.parse_args(argv)
 
+    from common.entrypoint import load_settings, serve
+
     from .settings import ServerSettings
 
-    try:
-        settings = ServerSettings()
-    except ValidationError as exc:
-        for error in exc.errors():
-            print(f"configuration error: {error['msg']}", file=sys.stderr)
+    settings = load_settings(ServerSettings)
+    if settings is None:
         return 2
     logging.basicConfig(
         level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s"
@@ -47,18 +44,9 @@ def main(argv: list[str] | None = None) -> int:
         print(LeaveService(database).issue_token(args.employee_id))
         return 0
 
-    import uvicorn
-
     from .app import create_app
 
-    uvicorn.run(
-        create_app(settings),
-        host=settings.host,
-        port=settings.port,
-        log_level=settings.log_level.lower(),
-        # Tokens travel in headers, never in URLs, so access logs stay free of secrets.
-        access_log=False,
-    )
+    serve(create_app(settings), settings.host, settings.port, settings.log_level)
     return 0
 
 

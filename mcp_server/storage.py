@@ -1,6 +1,6 @@
 """Tables and engine of the leave database.
 
-Everything that knows it talks to SQLite lives in `create_engine_for`; the rest is portable
+Everything that knows it talks to SQLite lives in `common.sqlite`; the rest is portable
 SQLAlchemy 2, so a PostgreSQL URL works without code changes.
 """
 
@@ -9,21 +9,11 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
-from sqlalchemy import (
-    Date,
-    DateTime,
-    Float,
-    ForeignKey,
-    Integer,
-    String,
-    create_engine,
-    event,
-    text,
-)
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy import Date, DateTime, Float, ForeignKey, Integer, String, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
+
+from common.sqlite import create_engine_for
 
 
 class Base(DeclarativeBase):
@@ -89,39 +79,6 @@ class AuditEntry(Base):
     confirmation: Mapped[str | None] = mapped_column(String(16))
     # applied | not_applied
     outcome: Mapped[str] = mapped_column(String(16))
-
-
-def create_engine_for(url: str) -> Engine:
-    """An engine for `url`; SQLite gets WAL, a busy timeout and write-locking transactions."""
-    parsed = make_url(url)
-    if parsed.get_backend_name() != "sqlite":
-        return create_engine(url, pool_pre_ping=True)
-
-    if parsed.database and parsed.database != ":memory:":
-        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
-
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
-        # Let SQLAlchemy emit BEGIN itself (the pysqlite driver's implicit BEGIN is deferred,
-        # and a deferred reader that later writes fails with SQLITE_BUSY instead of waiting).
-        dbapi_connection.isolation_level = None
-        cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        # In WAL mode NORMAL stays consistent after any crash and skips an fsync per commit;
-        # a power cut can lose the last commits. Use PostgreSQL where that matters.
-        cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.execute("PRAGMA busy_timeout=30000")
-        cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.close()
-
-    @event.listens_for(engine, "begin")
-    def _on_begin(connection) -> None:  # type: ignore[no-untyped-def]
-        # Writers take the write lock up front so concurrent writers queue instead of failing.
-        mode = connection.get_execution_options().get("sqlite_begin", "")
-        connection.exec_driver_sql(f"BEGIN {mode}".strip())
-
-    return engine
 
 
 class Database:

@@ -4,30 +4,17 @@ from __future__ import annotations
 
 import sys
 
-from pydantic import ValidationError
+from common.entrypoint import load_settings, serve
 
 
 def main() -> int:
+    from .app import create_app
     from .settings import SimSettings
 
-    try:
-        settings = SimSettings()
-    except ValidationError as exc:
-        for error in exc.errors():
-            print(f"configuration error: {error['loc'][0]}: {error['msg']}", file=sys.stderr)
+    settings = load_settings(SimSettings)
+    if settings is None:
         return 2
-
-    import uvicorn
-
-    from .app import create_app
-
-    uvicorn.run(
-        create_app(settings),
-        host=settings.host,
-        port=settings.port,
-        log_level=settings.log_level,
-        access_log=False,
-    )
+    serve(create_app(settings), settings.host, settings.port, settings.log_level)
     return 0
 
 

@@ -1,7 +1,7 @@
 """The scripted policy against the real MCP server, both as processes over sockets.
 
-A bare driver (the seed article's loop, nothing more) connects them, so these tests show the
-simulator is good enough to complete the seed scenarios before any loop service exists.
+The seed article's bare loop (loop/seed_script.py) connects them, so these tests show the
+simulator completes the seed scenarios with no help from the loop service.
 """
 
 from __future__ import annotations
@@ -10,16 +10,14 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-import httpx2
 import openai
 import pytest
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.types import ElicitResult
 
+from loop.seed_script import seed_loop
 from tests.support import mcp_server, model_simulator
 
-from .conftest import SEED_REQUEST, SYSTEM
+from .conftest import SEED_REQUEST
 
 
 @pytest.fixture(scope="module")
@@ -44,45 +42,9 @@ async def drive(
             return ElicitResult(action="accept", content={"confirm": True})
         return ElicitResult(action=confirm)
 
-    steps = []
-    async with (
-        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http,
-        Client(
-            streamable_http_client(mcp_url, http_client=http), elicitation_callback=on_elicit
-        ) as mcp,
-    ):
-        tools = [
-            {
-                "type": "function",
-                "function": {
-                    "name": t.name,
-                    "description": t.description or "",
-                    "parameters": t.input_schema,
-                },
-            }
-            for t in (await mcp.list_tools()).tools
-        ]
-        messages: list[dict[str, Any]] = [
-            {"role": "system", "content": SYSTEM},
-            {"role": "user", "content": request},
-        ]
-        for _ in range(8):
-            response = await model.chat.completions.create(
-                model="leave-copilot", messages=messages, tools=tools, temperature=0
-            )
-            message = response.choices[0].message
-            messages.append(message.model_dump(exclude_none=True))
-            if not message.tool_calls:
-                return message.content or "", steps
-            for call in message.tool_calls:
-                arguments = json.loads(call.function.arguments)
-                result = await mcp.call_tool(call.function.name, arguments)
-                text = "".join(getattr(c, "text", "") for c in result.content)
-                if result.is_error:
-                    text = f"[工具執行失敗] {text}"
-                steps.append((call.function.name, arguments, text))
-                messages.append({"role": "tool", "tool_call_id": call.id, "content": text})
-    raise AssertionError("no answer within 8 turns")
+    run = await seed_loop(mcp_url, token, model, request, elicitation_callback=on_elicit)
+    assert run.turns < 8, "no answer within 8 turns"
+    return run.answer, run.steps
 
 
 async def test_seed_request_submits_the_real_draft(stack):

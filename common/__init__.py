@@ -1,0 +1,1 @@
+"""Small pieces every service of the bundle uses the same way."""
