@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import logging
 import secrets
 import time
@@ -205,7 +204,7 @@ class RunManager:
         return run
 
     async def _execute(self, run: ActiveRun, token: str, stream: bool) -> dict[str, Any]:
-        metrics = self.metrics
+        """Run, record, publish. Whatever fails, the run ends with a result and its stream ends."""
         history: list[dict[str, Any]] = []
         record = RunRecord(
             id=run.id,
@@ -218,15 +217,14 @@ class RunManager:
         )
         try:
             async with self._slots:
-                metrics.in_flight.inc()
+                self.metrics.in_flight.inc()
                 try:
-                    history = (
-                        run.history
-                        if run.history is not None
-                        else await anyio.to_thread.run_sync(
+                    if run.history is not None:
+                        history = run.history
+                    else:
+                        history = await anyio.to_thread.run_sync(
                             self.store.history, run.session_id, run.user_key
                         )
-                    )
                     await anyio.to_thread.run_sync(self.store.save_run, record)
                     await run.emit("run.started", {"id": run.id, "session_id": run.session_id})
                     loop = self._streaming_loop if stream else self._loop
@@ -234,10 +232,27 @@ class RunManager:
                         run.input, RunTools(self, run, token), history, self._observer(run)
                     )
                 finally:
-                    metrics.in_flight.dec()
+                    self.metrics.in_flight.dec()
         except asyncio.CancelledError:  # cancelled while waiting for a slot
-            result = RunResult("cancelled", "", [], [{"role": "user", "content": run.input}], [], 0)
+            result = _empty_result(run, "cancelled", "cancelled")
+        except Exception as error:  # the store, most likely: fail this run, keep serving
+            logger.exception("run %s failed outside the loop", run.id)
+            result = _empty_result(run, "failed", f"internal: {type(error).__name__}")
         final = self._final(run, result)
+        try:
+            await self._remember(run, record, result, history)
+        except Exception:
+            logger.exception("could not record run %s", run.id)
+        self._count(run, result)
+        run.final = final
+        await run.emit("run.finished", final)
+        await run.events.put(None)
+        self.active.pop(run.id, None)
+        return final
+
+    async def _remember(
+        self, run: ActiveRun, record: RunRecord, result: RunResult, history: list[dict[str, Any]]
+    ) -> None:
         self._record(record, result, history)
         await anyio.to_thread.run_sync(self.store.save_run, record)
         if run.remember and result.status in ("completed", "max_turns"):
@@ -248,16 +263,14 @@ class RunManager:
                 result.messages,
                 self._session_max,
             )
+
+    def _count(self, run: ActiveRun, result: RunResult) -> None:
+        metrics = self.metrics
         metrics.runs.labels(result.status).inc()
         metrics.run_duration.observe(time.perf_counter() - run.started)
         metrics.turns.observe(result.turns)
         for kind in result.detections:
             metrics.detections.labels(kind).inc()
-        run.final = final
-        await run.emit("run.finished", final)
-        await run.events.put(None)
-        self.active.pop(run.id, None)
-        return final
 
     def _observer(self, run: ActiveRun):  # type: ignore[no-untyped-def]
         metrics = self.metrics
@@ -362,10 +375,8 @@ class RunManager:
 
     def mark_interrupted(self) -> int:
         """Runs left "running" by a previous process never finish: say so in their records."""
-        with self.store._session() as s, s.begin():
-            stale = s.query(RunRecord).filter(RunRecord.status == "running").all()
-            for record in stale:
-                record.status = "failed"
-                record.reason = "interrupted: the loop service restarted during the run"
-                record.finished_at = dt.datetime.now(dt.UTC)
-            return len(stale)
+        return self.store.mark_interrupted()
+
+
+def _empty_result(run: ActiveRun, status: str, reason: str) -> RunResult:
+    return RunResult(status, "", [], [{"role": "user", "content": run.input}], [], 0, reason=reason)

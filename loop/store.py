@@ -76,12 +76,19 @@ class RunStore:
         self.engine = create_engine_for(url)
         Base.metadata.create_all(self.engine)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        # Writers read then write: take SQLite's write lock up front (see common.sqlite).
+        self._writers = sessionmaker(
+            self.engine.execution_options(sqlite_begin="IMMEDIATE"), expire_on_commit=False
+        )
 
     def _session(self) -> Session:
         return self._sessions()
 
+    def _writer(self) -> Session:
+        return self._writers()
+
     def save_run(self, record: RunRecord) -> None:
-        with self._session() as s, s.begin():
+        with self._writer() as s, s.begin():
             s.merge(record)
 
     def get_run(self, run_id: str, user_key: str) -> RunRecord | None:
@@ -104,13 +111,22 @@ class RunStore:
     def append_history(
         self, session_id: str, user_key: str, messages: list[dict[str, Any]], limit: int
     ) -> None:
-        with self._session() as s, s.begin():
+        with self._writer() as s, s.begin():
             record = s.get(SessionRecord, session_id)
             if record is None:
                 record = SessionRecord(id=session_id, user_key=user_key, messages=[])
                 s.add(record)
             record.messages = bounded_history([*record.messages, *messages], limit)
             record.updated_at = utcnow()
+
+    def mark_interrupted(self) -> int:
+        with self._writer() as s, s.begin():
+            stale = s.scalars(select(RunRecord).where(RunRecord.status == "running")).all()
+            for record in stale:
+                record.status = "failed"
+                record.reason = "interrupted: the loop service restarted during the run"
+                record.finished_at = utcnow()
+            return len(stale)
 
     def finished_runs(
         self,

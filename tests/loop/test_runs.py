@@ -1,0 +1,86 @@
+"""The run service around the loop, with fakes: whatever breaks, a run ends and says why."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from loop.engine import LoopConfig, ModelReply
+from loop.mcp_pool import ToolOutcome, ToolSpec
+from loop.metrics import LoopMetrics
+from loop.runs import RunManager
+from loop.store import RunRecord, RunStore
+
+
+class OneAnswerModel:
+    async def complete(self, messages, tools, on_text=None) -> ModelReply:
+        return ModelReply({"role": "assistant", "content": "好的。"}, "stop", 5, 2)
+
+
+class FakeConnection:
+    alive = True
+
+    async def tools(self) -> list[ToolSpec]:
+        return [ToolSpec("search_leaves", "search", {"type": "object"}, True)]
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
+        return ToolOutcome("[]", False)
+
+
+class FakePool:
+    async def connection(self, token: str) -> FakeConnection:
+        return FakeConnection()
+
+
+def manager(store: RunStore) -> RunManager:
+    model = OneAnswerModel()
+    return RunManager(
+        pool=FakePool(),  # type: ignore[arg-type]
+        model=model,
+        streaming_model=model,
+        config=LoopConfig(),
+        store=store,
+        metrics=LoopMetrics(),
+        max_concurrent_runs=4,
+        session_max_messages=10,
+    )
+
+
+async def test_a_store_failure_still_ends_the_run_and_its_stream(tmp_path, monkeypatch):
+    store = RunStore(f"sqlite:///{tmp_path / 'loop.db'}")
+
+    def broken(*_args, **_kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(store, "history", broken)
+    runs = manager(store)
+    run = await runs.start("token", "查一下", session_id=None, confirm="decline", stream=True)
+    events = [kind async for kind, _ in runs.events(run)]
+    final = await asyncio.wait_for(run.task, 5)
+    assert events[-1] == "run.finished"
+    assert final["status"] == "failed" and final["reason"] == "internal: OSError"
+    assert runs.active == {}
+
+
+async def test_runs_left_running_by_a_dead_process_are_marked_interrupted(tmp_path):
+    store = RunStore(f"sqlite:///{tmp_path / 'loop.db'}")
+    store.save_run(
+        RunRecord(id="run_x", user_key="k", session_id="s", status="running", input="hi")
+    )
+    assert manager(store).mark_interrupted() == 1
+    record = store.get_run("run_x", "k")
+    assert record.status == "failed" and "restarted" in record.reason
+
+
+async def test_concurrent_runs_record_and_remember_without_locking_errors(tmp_path):
+    store = RunStore(f"sqlite:///{tmp_path / 'loop.db'}")
+    runs = manager(store)
+    started = [
+        await runs.start(
+            "token", f"查一下 {i}", session_id="shared", confirm="decline", stream=False
+        )
+        for i in range(30)
+    ]
+    finals = await asyncio.gather(*(r.task for r in started))
+    assert {f["status"] for f in finals} == {"completed"}
+    assert len(store.history("shared", started[0].user_key)) == 10  # bounded
