@@ -134,6 +134,7 @@ def create_app(settings: LoopSettings | None = None) -> FastAPI:
             metrics=metrics,
             max_concurrent_runs=settings.max_concurrent_runs,
             session_max_messages=settings.session_max_messages,
+            trace_model_name=settings.model_name if settings.trace_log else None,
         )
         manager.mark_interrupted()
         app.state.manager = manager

@@ -17,6 +17,7 @@ from .engine import AgentLoop, LoopConfig, Model, RunResult, ToolInfo, ToolResul
 from .mcp_pool import McpConnection, McpPool, McpUnavailable, current_confirm_handler, token_key
 from .metrics import LoopMetrics
 from .store import RunRecord, RunStore, utcnow
+from .tracing import log_run
 
 logger = logging.getLogger(__name__)
 CONFIRM_MODES = ("ask", "accept", "decline")
@@ -159,6 +160,7 @@ class RunManager:
         metrics: LoopMetrics,
         max_concurrent_runs: int,
         session_max_messages: int,
+        trace_model_name: str | None = None,
     ) -> None:
         self.pool = pool
         self.config = config
@@ -168,6 +170,7 @@ class RunManager:
         self._streaming_loop = AgentLoop(streaming_model, config)
         self._slots = asyncio.Semaphore(max_concurrent_runs)
         self._session_max = session_max_messages
+        self._trace_model_name = trace_model_name  # set: log each finished run's spans
         self.active: dict[str, ActiveRun] = {}
 
     async def authenticate(self, token: str) -> str:
@@ -244,6 +247,8 @@ class RunManager:
         except Exception:
             logger.exception("could not record run %s", run.id)
         self._count(run, result)
+        if self._trace_model_name:
+            log_run(run.id, self._trace_model_name, result)
         run.final = final
         await run.emit("run.finished", final)
         await run.events.put(None)

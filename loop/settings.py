@@ -35,6 +35,7 @@ class LoopSettings(BaseSettings):
     session_max_messages: int = Field(40, ge=2, description="History kept per session.")
     store_url: str = "sqlite:///var/loop.db"
     agent_model_name: str = Field("leave-copilot-agent", description="Model name of the facade.")
+    trace_log: bool = Field(False, description="Log OpenTelemetry-GenAI-named spans per run.")
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
     @field_validator("stop_tools", mode="before")
