@@ -274,6 +274,7 @@ class McpPool:
             oldest = min(self._connections, key=lambda k: self._connections[k].last_used)
             stale.append(oldest)
         for key in stale:
+            self._locks.pop(key, None)
             connection = self._connections.pop(key, None)
             if connection is not None:
                 await connection.close()
