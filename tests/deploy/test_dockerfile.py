@@ -6,6 +6,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -26,9 +27,7 @@ def instructions() -> list[tuple[str, str]]:
 
 
 def test_hadolint_finds_nothing():
-    hadolint = shutil.which("hadolint") or str(
-        Path(__import__("sys").executable).parent / "hadolint"
-    )
+    hadolint = shutil.which("hadolint") or str(Path(sys.executable).parent / "hadolint")
     if not Path(hadolint).exists():
         pytest.skip("hadolint not installed")
     done = subprocess.run([hadolint, "--no-color", str(DOCKERFILE)], capture_output=True, text=True)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -143,11 +145,13 @@ def test_each_simulator_fault_ends_in_a_clear_result(stack, fault, status, check
     final = post_run(stack, {"input": f"{request} [sim-fault:{fault}]"}, MANAGER).json()
     assert final["status"] == status, final
     assert check(final), final
-    transcript = json.loads(json.dumps(final))  # the record is plain JSON
-    assert transcript["id"].startswith("run_")
+    record = httpx.get(f"{stack.loop}/v1/runs/{final['id']}", headers=MANAGER).json()
+    assert record["status"] == status  # the record says the same as the response
 
 
-def test_fifty_concurrent_streaming_runs_each_get_their_own_confirmation(stack):
+@pytest.fixture(scope="module")
+def approved_leaves(stack) -> dict[int, str]:
+    """50 approved leaves of the employee, reasons 「併發確認NN號」, written straight to the DB."""
     from mcp_server.storage import Balance, Database, Leave
 
     database = Database(stack.mcp_db_url)
@@ -161,10 +165,8 @@ def test_fifty_concurrent_streaming_runs_each_get_their_own_confirmation(stack):
                     id=leave_id,
                     employee_id="E001",
                     leave_type="事假",
-                    start_date=__import__("datetime").date(2034, 1, 2)
-                    + __import__("datetime").timedelta(days=n),
-                    end_date=__import__("datetime").date(2034, 1, 2)
-                    + __import__("datetime").timedelta(days=n),
+                    start_date=dt.date(2034, 1, 2) + dt.timedelta(days=n),
+                    end_date=dt.date(2034, 1, 2) + dt.timedelta(days=n),
                     days=1.0,
                     status="approved",
                     reason=f"併發確認{n:02d}號",
@@ -173,6 +175,11 @@ def test_fifty_concurrent_streaming_runs_each_get_their_own_confirmation(stack):
         s.get(Balance, ("E001", "事假")).remaining_days -= 50
     database.dispose()
 
+    return ids
+
+
+def test_fifty_concurrent_streaming_runs_each_get_their_own_confirmation(stack, approved_leaves):
+    ids = approved_leaves
     finals: dict[int, dict] = {}
     errors: list[BaseException] = []
 
@@ -197,13 +204,9 @@ def test_fifty_concurrent_streaming_runs_each_get_their_own_confirmation(stack):
         assert ids[n] in final["answer"]
 
 
-def test_cancel_endpoint_stops_a_waiting_run_and_keeps_the_transcript_valid(stack):
-    result: dict = {}
-
-    def run_it() -> None:
-        _, result["final"] = stream_run(
-            stack.loop, {"input": "取消我併發確認01號那張假"}, answer=None
-        )
+def test_cancel_endpoint_stops_a_waiting_run_and_keeps_the_transcript_valid(stack, approved_leaves):
+    from loop.mcp_pool import token_key
+    from loop.store import RunStore
 
     # find the run id from the stream, then cancel it while it waits for the human
     with (
@@ -220,8 +223,18 @@ def test_cancel_endpoint_stops_a_waiting_run_and_keeps_the_transcript_valid(stac
                 cancelled = http.post(f"/v1/runs/{run_id}/cancel").json()
                 break
     assert cancelled["status"] == "cancelled"
-    record = httpx.get(f"{stack.loop}/v1/runs/{run_id}", headers=EMPLOYEE).json()
-    assert record["status"] == "cancelled"
+    cancel_step = next(s for s in cancelled["steps"] if s["name"] == "cancel_approved_leave")
+    assert cancel_step["error"] == "cancelled"
+    assert leave_status(stack, approved_leaves[3]) == "approved"
+    store = RunStore(stack.store_url)
+    try:
+        record = store.get_run(run_id, token_key("demo-token-employee"))
+    finally:
+        store.dispose()
+    assert record.status == "cancelled"
+    asked = [c["id"] for m in record.messages for c in m.get("tool_calls", [])]
+    answered = [m["tool_call_id"] for m in record.messages if m["role"] == "tool"]
+    assert asked and sorted(asked) == sorted(answered)
 
 
 def test_auth_is_required_and_checked_by_the_mcp_server(stack):
@@ -286,7 +299,7 @@ def test_export_writes_completed_runs_as_chat_jsonl(stack, tmp_path):
     subprocess.run(
         [sys.executable, "-m", "loop", "export", "-o", str(out), "--no-tool-errors"],
         cwd=REPO_ROOT,
-        env={**__import__("os").environ, "LOOP_STORE_URL": stack.store_url},
+        env={**os.environ, "LOOP_STORE_URL": stack.store_url},
         check=True,
         capture_output=True,
     )
@@ -307,7 +320,7 @@ def test_terminal_client_streams_steps_and_asks_at_the_prompt(stack):
     done = subprocess.run(
         [sys.executable, "-m", "loop.cli", "取消我畢業典禮那張假", "--url", stack.loop],
         cwd=REPO_ROOT,
-        env={**__import__("os").environ, "LEAVE_TOKEN": "demo-token-other"},
+        env={**os.environ, "LEAVE_TOKEN": "demo-token-other"},
         input="y\n",
         capture_output=True,
         text=True,
