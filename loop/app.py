@@ -18,7 +18,9 @@ from mcp.types import ElicitResult
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field
 
-from .engine import LoopConfig
+from common.chat import content_text
+
+from .engine import LoopConfig, Step
 from .mcp_pool import McpPool, McpUnauthorized, McpUnavailable
 from .metrics import LoopMetrics
 from .model import OpenAIChatModel
@@ -45,19 +47,6 @@ class RunRequest(BaseModel):
 class ConfirmationAnswer(BaseModel):
     action: Literal["accept", "decline", "cancel"]
     content: dict[str, Any] | None = None
-
-
-class Step(BaseModel):
-    type: str
-    name: str
-    started_at: str
-    duration_ms: float
-    arguments: Any = None
-    result: Any = None
-    error: str | None = None
-    tool_call_id: str | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
 
 
 class Usage(BaseModel):
@@ -332,21 +321,13 @@ async def _sse(manager: RunManager, run: Any) -> AsyncIterator[bytes]:
 
 def _split_chat(messages: list[ChatMessage]) -> tuple[str, list[dict[str, Any]]]:
     texts = [
-        {"role": m.role, "content": _text(m.content)}
+        {"role": m.role, "content": content_text(m.content)}
         for m in messages
-        if m.role in ("user", "assistant") and _text(m.content)
+        if m.role in ("user", "assistant") and content_text(m.content)
     ]
     if not texts or texts[-1]["role"] != "user" or messages[-1].role != "user":
         return "", []
     return texts[-1]["content"], texts[:-1]
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return ""
 
 
 def _completion(completion_id: str, model: str, final: dict[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from common.chat import content_text
+
 LEAVE_ID = re.compile(r"LV-[0-9a-f]{6}")
 # `[sim-fault:<mode>,…]` in a user message asks for faults (for agents that forward no headers)
 FAULT_TAG = re.compile(r"\[sim-fault:([a-z0-9_,]+)\]")
@@ -168,9 +170,9 @@ class Turn:
 
 def read_turn(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> Turn:
     last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
-    request = _text(messages[last_user].get("content")) if last_user >= 0 else ""
+    request = content_text(messages[last_user].get("content")) if last_user >= 0 else ""
     request = FAULT_TAG.sub("", request).strip()
-    history = " ".join(_text(m.get("content")) for m in messages[: max(last_user, 0)])
+    history = " ".join(content_text(m.get("content")) for m in messages[: max(last_user, 0)])
     calls: list[ToolCall] = []
     results: list[str] = []
     for message in messages[last_user + 1 :]:
@@ -183,7 +185,7 @@ def read_turn(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
                     arguments = {}
                 calls.append(ToolCall(str(function.get("name")), arguments))
         elif message.get("role") == "tool":
-            results.append(_text(message.get("content")))
+            results.append(content_text(message.get("content")))
     offered = {t.get("function", {}).get("name") for t in tools or [] if isinstance(t, dict)} - {
         None
     }
@@ -373,14 +375,6 @@ def _json(text: str | None) -> Any:
         return None
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # OpenAI content parts
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return ""
-
-
 # -- what it says --------------------------------------------------------------------------
 
 
@@ -524,6 +518,6 @@ def requested_faults(messages: list[dict[str, Any]]) -> str:
     """Fault modes named by a `[sim-fault:…]` tag in the latest user message, comma-joined."""
     for message in reversed(messages):
         if message.get("role") == "user":
-            match = FAULT_TAG.search(_text(message.get("content")))
+            match = FAULT_TAG.search(content_text(message.get("content")))
             return match.group(1) if match else ""
     return ""

@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from common.chat import content_text
+
 from . import tokens
 from .errors import ApiError
 
@@ -165,7 +167,7 @@ def count_prompt(
     prefix_parts = [tools_json]
     leading_system = True
     for message in messages:
-        text = _content_text(message.get("content"))
+        text = content_text(message.get("content"))
         n = tokens.TOKENS_PER_MESSAGE + tokens.count(text)
         for call in message.get("tool_calls") or []:
             function = call.get("function") or {} if isinstance(call, dict) else {}
@@ -178,14 +180,6 @@ def count_prompt(
         else:
             leading_system = False
     return total, prefix, hash(tuple(prefix_parts))
-
-
-def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return ""
 
 
 def _is_function_tool(tool: Any) -> bool:

@@ -332,3 +332,18 @@ def test_terminal_client_streams_steps_and_asks_at_the_prompt(stack):
     assert "確定要取消已核准的假單" in out and "→ accepted" in out
     assert "已取消假單" in out
     assert leave_status(stack, leave_id) == "cancelled"
+
+
+def test_the_api_is_documented_as_openapi(stack):
+    spec = httpx.get(f"{stack.loop}/openapi.json").json()
+    paths = set(spec["paths"])
+    assert {
+        "/v1/runs",
+        "/v1/runs/{run_id}",
+        "/v1/runs/{run_id}/cancel",
+        "/v1/runs/{run_id}/confirmations/{confirmation_id}",
+        "/v1/chat/completions",
+    } <= paths
+    steps = spec["components"]["schemas"]["RunResponse"]["properties"]["steps"]
+    assert steps["items"]["$ref"].endswith("/Step")
+    assert httpx.get(f"{stack.loop}/docs").status_code == 200
