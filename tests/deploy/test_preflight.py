@@ -1,0 +1,81 @@
+"""`make up` names what is missing before it starts anything (a fake `docker` on PATH)."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+
+from bundle import compose
+from bundle.preflight import problems
+
+
+def fake_docker(bin_dir: Path, *, compose_ok: bool, info: str | None) -> None:
+    """A `docker` that answers `compose version` and `docker info` as told."""
+    info_branch = (
+        f"echo '{info}'; exit 0" if info is not None else "echo 'Cannot connect' >&2; exit 1"
+    )
+    script = bin_dir / "docker"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'if [ "$1" = compose ]; then {"echo v2.40.3; exit 0" if compose_ok else "exit 1"}; fi\n'
+        f'if [ "$1" = info ]; then {info_branch}; fi\n'
+        "exit 1\n"
+    )
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+
+
+@pytest.fixture
+def path_with(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    return bin_dir
+
+
+def test_no_docker_at_all(path_with, monkeypatch):
+    monkeypatch.setenv("PATH", str(path_with))
+    assert problems(sim=False) == [
+        "docker is not installed (https://docs.docker.com/engine/install/)"
+    ]
+
+
+def test_no_engine_no_compose_no_env_file(path_with, tmp_path):
+    fake_docker(path_with, compose_ok=False, info=None)
+    found = problems(sim=False, env_file=tmp_path / ".env")
+    assert any("Compose v2 plugin is missing" in p for p in found)
+    assert any("engine is not reachable" in p for p in found)
+    assert any(".env is missing: cp deploy/.env.example deploy/.env" in p for p in found)
+
+
+def test_gpu_layout_needs_the_nvidia_runtime_and_the_model(path_with, tmp_path):
+    fake_docker(path_with, compose_ok=True, info='{"runc":{"path":"runc"}}')
+    env = tmp_path / ".env"
+    env.write_text(
+        compose.EXAMPLE_ENV.read_text().replace(
+            "MODEL_DIR=../models", f"MODEL_DIR={tmp_path / 'nowhere'}"
+        )
+    )
+    found = problems(sim=False, env_file=env)
+    assert any("no NVIDIA runtime" in p for p in found)
+    assert any("does not exist on this host" in p for p in found)
+    # the simulator layout needs neither
+    assert problems(sim=True, env_file=env) == []
+
+
+def test_everything_present(path_with, tmp_path):
+    fake_docker(path_with, compose_ok=True, info='{"nvidia":{"path":"nvidia-container-runtime"}}')
+    model = tmp_path / "models" / "leave-copilot"
+    model.mkdir(parents=True)
+    env = tmp_path / ".env"
+    env.write_text(
+        compose.EXAMPLE_ENV.read_text().replace(
+            "MODEL_DIR=../models", f"MODEL_DIR={tmp_path / 'models'}"
+        )
+    )
+    assert problems(sim=False, env_file=env) == [
+        f"VLLM_MODEL /models/leave-copilot has no config.json at {model} (merged weights expected)"
+    ]
+    (model / "config.json").write_text("{}")
+    assert problems(sim=False, env_file=env) == []
