@@ -258,11 +258,6 @@ class McpPool:
             self._connections[key] = connection
             return connection
 
-    async def discard(self, token: str) -> None:
-        connection = self._connections.pop(token_key(token), None)
-        if connection is not None:
-            await connection.close()
-
     async def _evict_idle(self) -> None:
         now = time.monotonic()
         stale = [

@@ -51,7 +51,6 @@ class ActiveRun:
     history: list[dict[str, Any]] | None = None  # given by the caller instead of the session
     remember: bool = True  # append this run to its session's history
     task: asyncio.Task[dict[str, Any]] | None = None
-    final: dict[str, Any] | None = None
     started: float = field(default_factory=time.perf_counter)
 
     async def emit(self, kind: str, data: dict[str, Any]) -> None:
@@ -249,7 +248,6 @@ class RunManager:
         self._count(run, result)
         if self._trace_model_name:
             log_run(run.id, self._trace_model_name, result)
-        run.final = final
         await run.emit("run.finished", final)
         await run.events.put(None)
         self.active.pop(run.id, None)
