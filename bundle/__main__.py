@@ -10,7 +10,7 @@ from . import compose
 from .localstack import RUN_DIR, LocalStack, plan
 
 
-def local_services(reset: bool = False):  # type: ignore[no-untyped-def]
+def local_services():  # type: ignore[no-untyped-def]
     project = compose.config(sim=True, env_file=compose.EXAMPLE_ENV)
     model_port = os.environ.get("LOCAL_MODEL_PORT")
     return plan(project, RUN_DIR, int(model_port) if model_port else None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
 from sqlalchemy import create_engine, event
@@ -40,3 +41,8 @@ def create_engine_for(url: str) -> Engine:
         connection.exec_driver_sql(f"BEGIN {mode}".strip())
 
     return engine
+
+
+def utcnow() -> dt.datetime:
+    """Timezone-aware now, for timestamp columns."""
+    return dt.datetime.now(dt.UTC)

@@ -13,15 +13,11 @@ from typing import Any
 from sqlalchemy import JSON, DateTime, Integer, String, Text, select
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
-from common.sqlite import create_engine_for
+from common.sqlite import create_engine_for, utcnow
 
 
 class Base(DeclarativeBase):
     pass
-
-
-def utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
 
 
 class RunRecord(Base):

@@ -8,12 +8,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 # Placeholders shipped in examples; a production server refuses to start with any of them.
-KNOWN_DEFAULT_SECRETS = frozenset(
-    {
-        "change-me-to-64-hex-characters-from-secrets-token-hex-32-xxxxxxxx",
-        "dev-elicitation-state-key-not-for-production-use-000000",
-    }
-)
+KNOWN_DEFAULT_SECRETS = frozenset({"dev-elicitation-state-key-not-for-production-use-000000"})
 
 LOOPBACK_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
 LOOPBACK_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]

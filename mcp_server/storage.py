@@ -13,15 +13,11 @@ from contextlib import contextmanager
 from sqlalchemy import Date, DateTime, Float, ForeignKey, Integer, String, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
-from common.sqlite import create_engine_for
+from common.sqlite import create_engine_for, utcnow
 
 
 class Base(DeclarativeBase):
     pass
-
-
-def utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
 
 
 class Employee(Base):
