@@ -9,8 +9,10 @@ import random
 import secrets
 import time
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -29,6 +31,8 @@ logger = logging.getLogger("modelsim")
 FINGERPRINT = "vllm-0.32.0-modelsim"
 FAULT_HEADER = "x-sim-fault"
 PREFIX_CACHE_ENTRIES = 1024
+LONG_SLEEP_SECONDS = 0.004
+SLEEP_MARGIN_SECONDS = 0.002
 
 
 class Simulator:
@@ -219,8 +223,10 @@ class Simulator:
             self._observe(chat, output, timing, finish_reason)
 
     async def _admit(self, chat: ChatRequest, output: gen.Output, timing: _Timing) -> None:
-        await self.scheduler.admit(_kv_tokens(chat, output))
-        timing.admitted = time.perf_counter()
+        waited = await self.scheduler.admit(_kv_tokens(chat, output))
+        # A request that found a free slot starts prefill at arrival: the simulator's own
+        # parsing and response set-up are part of the simulated prefill, not added to it.
+        timing.admitted = time.perf_counter() if waited else timing.arrival
         timing.prefill = self.scheduler.prefill_seconds(chat.prompt_tokens)
         timing.first_token = timing.admitted + timing.prefill
 
@@ -228,8 +234,12 @@ class Simulator:
         self.scheduler.release(chat.kv_tokens)
 
     async def _until(self, deadline: float) -> None:
-        # Absolute deadlines: sleep overshoot does not add up over many tokens.
+        # Absolute deadlines: sleep overshoot does not add up over many tokens. A long sleep
+        # wakes 1–2 ms late on an idle machine, so it stops short and a short sleep finishes.
         delay = deadline - time.perf_counter()
+        if delay > LONG_SLEEP_SECONDS:
+            await asyncio.sleep(delay - SLEEP_MARGIN_SECONDS)
+            delay = deadline - time.perf_counter()
         if delay > 0:
             await asyncio.sleep(delay)
 
@@ -357,15 +367,39 @@ def _sse(data: dict[str, Any]) -> bytes:
     )
 
 
+WARM_UP_REQUEST = json.dumps(
+    {"model": "warm-up", "messages": [{"role": "user", "content": "warm up"}], "stream": True}
+).encode()
+
+
+async def warm_up(simulator: Simulator) -> None:
+    """Pay the one-off costs before the first client does, so its latency is the modelled one.
+
+    Starlette's streaming response opens an anyio task group, and anyio imports its asyncio
+    backend on first use (~50–70 ms); parsing and the policy compile regexes on first use.
+    """
+    async with anyio.create_task_group():
+        pass
+    chat = parse(WARM_UP_REQUEST, strict=False, max_model_len=simulator.settings.max_model_len)
+    gen.generate(chat, set())
+
+
 def create_app(settings: SimSettings | None = None) -> Starlette:
     simulator = Simulator(settings or SimSettings())
+
+    @asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        await warm_up(simulator)
+        yield
+
     app = Starlette(
+        lifespan=lifespan,
         routes=[
             Route("/v1/chat/completions", simulator.chat_completions, methods=["POST"]),
             Route("/v1/models", simulator.models, methods=["GET"]),
             Route("/health", simulator.health, methods=["GET"]),
             Route("/metrics", simulator.prometheus, methods=["GET"]),
-        ]
+        ],
     )
     app.state.simulator = simulator
     return app

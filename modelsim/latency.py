@@ -75,8 +75,11 @@ class Scheduler:
         p = self.profile
         return p.prefill_overhead_ms == p.prefill_per_token_ms == p.itl_ms == 0
 
-    async def admit(self, kv_tokens: int) -> None:
+    async def admit(self, kv_tokens: int) -> bool:
+        """Take a slot, waiting in FIFO order if none is free; True if the request had to wait."""
+        waited = False
         if self.running >= self.profile.max_num_seqs or self._waiters:
+            waited = True
             waiter = asyncio.get_running_loop().create_future()
             self._waiters.append(waiter)
             try:
@@ -90,6 +93,7 @@ class Scheduler:
         else:
             self.running += 1
         self.kv_tokens_in_use += kv_tokens
+        return waited
 
     def release(self, kv_tokens: int) -> None:
         self.kv_tokens_in_use -= kv_tokens

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
+import json
+import re
 import statistics
 import time
 
@@ -12,6 +15,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from .conftest import SEED_REQUEST
 
+# an SSE event carrying generated text (not the opening role-only delta); chunked framing
+# may split a line, which the reader reassembles
+TOKEN_LINE = re.compile(rb'^data: \{.*"delta":\{"content":"[^"]')
 TEXT_BODY = {
     "model": "leave-copilot",
     "messages": [{"role": "user", "content": "今天天氣如何？"}],  # a ~45-token text answer
@@ -19,16 +25,35 @@ TEXT_BODY = {
 }
 
 
-async def measure_stream(
-    http: httpx.AsyncClient, url: str, body: dict
-) -> tuple[float, list[float]]:
-    """(TTFT, inter-token gaps) in seconds, from the client's side of the socket."""
-    started = time.perf_counter()
+async def measure_stream(base: str, body: dict) -> tuple[float, list[float]]:
+    """(TTFT, inter-token gaps) in seconds, stamped as bytes arrive on the client's socket.
+
+    A bare HTTP/1.1 request over asyncio streams: a client library's buffering and decoding
+    add milliseconds that are the client's, not the server's. The collector is paused while
+    measuring: the test process holds every earlier test's objects by now.
+    """
+    host, port = base.removeprefix("http://").split(":")
+    payload = json.dumps(body).encode()
+    request = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n"
+        "Connection: close\r\n\r\n"
+    ).encode() + payload
+    reader, writer = await asyncio.open_connection(host, int(port))
     stamps: list[float] = []
-    async with http.stream("POST", url, json=body) as response:
-        async for line in response.aiter_lines():
-            if line.startswith("data: {") and '"content":"' in line and '"role"' not in line:
-                stamps.append(time.perf_counter())
+    pending = b""
+    gc.collect()
+    gc.disable()
+    try:
+        started = time.perf_counter()
+        writer.write(request)
+        while chunk := await reader.read(65536):
+            arrived = time.perf_counter()
+            *lines, pending = (pending + chunk).split(b"\n")
+            stamps.extend(arrived for line in lines if TOKEN_LINE.match(line))
+    finally:
+        gc.enable()
+        writer.close()
     return stamps[0] - started, [b - a for a, b in itertools.pairwise(stamps)]
 
 
@@ -40,15 +65,16 @@ async def test_streaming_client_measures_the_configured_ttft_and_itl(start_simul
     with start_simulator(
         prefill_overhead_ms="80", prefill_per_token_ms="0", itl_ms="20", slowdown_per_running="0"
     ) as base:
-        url = f"{base}/v1/chat/completions"
         async with httpx.AsyncClient(timeout=30) as http:
-            await measure_stream(http, url, TEXT_BODY)  # warm the connection and the server
+            await measure_stream(base, TEXT_BODY)  # warm the server
             before = ttft_sum_and_count((await http.get(f"{base}/metrics")).text)
-            runs = [await measure_stream(http, url, TEXT_BODY) for _ in range(5)]
+            runs = [await measure_stream(base, TEXT_BODY) for _ in range(5)]
             after = ttft_sum_and_count((await http.get(f"{base}/metrics")).text)
     ttft = statistics.median(r[0] for r in runs)
     itl = statistics.median(g for r in runs for g in r[1])
-    assert within(ttft, 0.080), f"TTFT {ttft * 1000:.1f} ms"
+    # Never early; late by at most the client's own share (its socket read and the wake-up of
+    # a process idle for 80 ms take 1–6 ms on these VMs, more than 5 % when the suite has run).
+    assert 0.080 <= ttft <= 0.088, f"TTFT {ttft * 1000:.1f} ms"
     assert within(itl, 0.020), f"ITL {itl * 1000:.1f} ms"
     # the server's own histogram agrees with what it injected
     mean = (after[0] - before[0]) / (after[1] - before[1])
@@ -68,20 +94,32 @@ def ttft_sum_and_count(metrics: str) -> tuple[float, float]:
     )
 
 
+async def test_first_request_after_start_pays_no_warm_up(start_simulator):
+    # Regression: lazy imports on the first streaming response added ~70 ms to its TTFT.
+    with start_simulator(
+        prefill_overhead_ms="40", prefill_per_token_ms="0", itl_ms="1", slowdown_per_running="0"
+    ) as base:
+        first, _ = await measure_stream(base, TEXT_BODY)
+        later = [(await measure_stream(base, TEXT_BODY))[0] for _ in range(4)]
+    typical = statistics.median(later)
+    assert first - typical < 0.025, f"first {first * 1000:.1f} ms, then {typical * 1000:.1f} ms"
+
+
 async def test_prefill_grows_with_prompt_tokens(start_simulator):
     with start_simulator(
         prefill_overhead_ms="10", prefill_per_token_ms="2", itl_ms="1", slowdown_per_running="0"
     ) as base:
-        url = f"{base}/v1/chat/completions"
         long_prompt = {
             **TEXT_BODY,
             "messages": [{"role": "user", "content": "今天天氣如何？" * 20}],
         }
-        async with httpx.AsyncClient(timeout=30) as http:
-            short_ttft, _ = await measure_stream(http, url, TEXT_BODY)
-            long_ttft, _ = await measure_stream(http, url, long_prompt)
+        short, long = [], []
+        for _ in range(3):  # interleaved, so a busy moment hits both sides alike
+            short.append((await measure_stream(base, TEXT_BODY))[0])
+            long.append((await measure_stream(base, long_prompt))[0])
     # 19 extra copies × 7 tokens × 2 ms ≈ 266 ms more
-    assert 0.2 < long_ttft - short_ttft < 0.35
+    extra = statistics.median(long) - statistics.median(short)
+    assert 0.2 < extra < 0.35, f"{extra * 1000:.0f} ms more"
 
 
 async def test_beyond_max_num_seqs_requests_wait_and_queue_time_is_recorded(start_simulator):
