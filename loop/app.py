@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
-import httpx
+import httpx2
 from fastapi import Depends, FastAPI, Header, HTTPException, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from mcp.types import ElicitResult
@@ -127,7 +127,7 @@ def create_app(settings: LoopSettings | None = None) -> FastAPI:
         )
         manager.mark_interrupted()
         app.state.manager = manager
-        app.state.probe = httpx.AsyncClient(timeout=3.0)
+        app.state.probe = httpx2.AsyncClient(timeout=3.0)
         try:
             yield
         finally:
@@ -174,20 +174,20 @@ def create_app(settings: LoopSettings | None = None) -> FastAPI:
 
     @app.get("/readyz", tags=["health"])
     async def readyz(request: Request) -> JSONResponse:
-        probe: httpx.AsyncClient = request.app.state.probe
+        probe: httpx2.AsyncClient = request.app.state.probe
 
         async def model_ok() -> str:
             try:
                 response = await probe.get(f"{settings.model_base_url}/models")
                 return "ok" if response.status_code == 200 else f"HTTP {response.status_code}"
-            except httpx.HTTPError as error:
+            except httpx2.HTTPError as error:
                 return type(error).__name__
 
         async def mcp_ok() -> str:
             try:  # any answer below 500 (401, 405, 406 …) means the server is there
                 response = await probe.get(settings.mcp_url)
                 return "ok" if response.status_code < 500 else f"HTTP {response.status_code}"
-            except httpx.HTTPError as error:
+            except httpx2.HTTPError as error:
                 return type(error).__name__
 
         model, mcp = await asyncio.gather(model_ok(), mcp_ok())

@@ -11,7 +11,7 @@ import os
 import sys
 from typing import Any
 
-import httpx
+import httpx2
 
 ANSWERS = {"y": "accept", "yes": "accept", "是": "accept", "c": "cancel", "cancel": "cancel"}
 
@@ -55,9 +55,9 @@ def run(url: str, token: str, text: str, session_id: str | None) -> int:
         body["session_id"] = session_id
     run_id = ""
     kind = ""
-    timeout = httpx.Timeout(10, read=None)  # a run may wait minutes for the person to answer
+    timeout = httpx2.Timeout(10, read=None)  # a run may wait minutes for the person to answer
     with (
-        httpx.Client(base_url=url, headers=headers, timeout=timeout) as http,
+        httpx2.Client(base_url=url, headers=headers, timeout=timeout) as http,
         http.stream("POST", "/v1/runs", json=body) as response,
     ):
         if response.status_code != 200:
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return run(args.url, args.token, args.text, args.session)
-    except httpx.HTTPError as error:
+    except httpx2.HTTPError as error:
         print(f"cannot reach the loop at {args.url}: {error}", file=sys.stderr)
         return 1
 
