@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from common.entrypoint import load_settings, serve
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    argparse.ArgumentParser(
+        prog="python -m modelsim",
+        description="Serve the vLLM-compatible simulator. Settings come from SIM_* variables "
+        "(see the README's configuration table).",
+    ).parse_args(argv)
     from .app import create_app
     from .settings import SimSettings
 

@@ -65,6 +65,24 @@ def test_every_long_running_service_is_health_checked_and_restarts(gpu, sim):
             assert service.get("restart") == "unless-stopped", name
 
 
+def test_healthchecks_survive_podmans_argument_splitting(gpu, sim):
+    # podman 4.3's Docker API joins an exec-form test with spaces and splits it again, so an
+    # argument with a space in it (`python -c "import …"`) falls apart there.
+    for project in (gpu, sim):
+        for name, service in project["services"].items():
+            check = service.get("healthcheck", {})
+            if check.get("disable"):
+                continue
+            test = check["test"]
+            assert test[0] == "CMD", (name, test)
+            assert all(" " not in argument for argument in test), (name, test)
+
+
+def test_the_one_shot_seed_job_has_no_healthcheck(gpu):
+    # it would inherit the image's, and show as "Exited (0) (starting)" forever
+    assert gpu["services"]["mcp-seed"]["healthcheck"]["disable"] is True
+
+
 def test_start_up_is_health_gated(gpu):
     services = gpu["services"]
     assert services["mcp-server"]["depends_on"]["mcp-seed"]["condition"] == (

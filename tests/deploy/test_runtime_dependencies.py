@@ -1,0 +1,125 @@
+"""Every service imports and starts from an install made exactly as the image makes it.
+
+`make test` runs with the dev dependencies, which hid a runtime import of a dev-only package
+(`python -m loop` crashed in the image). This builds the image's environment without
+containers: the files the Dockerfile copies, its `uv sync` flags, then every module and entry
+point from outside the source tree.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.support import REPO_ROOT
+
+DOCKERFILE = REPO_ROOT / "docker" / "Dockerfile"
+UV = REPO_ROOT / ".tools" / "bin" / "uv"
+ENTRY_POINTS = [
+    ["loop", "--help"],
+    ["loop", "export", "--help"],
+    ["loop.cli", "--help"],
+    ["mcp_server", "--help"],
+    ["mcp_server", "seed", "--help"],
+    ["modelsim", "--help"],
+    ["common.healthprobe", "--help"],
+]
+
+
+def builder_stage() -> str:
+    text = DOCKERFILE.read_text()
+    return text[text.index(" AS builder") : text.index(" AS runtime")]
+
+
+def copied_sources() -> list[str]:
+    """What the builder stage COPYs from the build context (not from other images)."""
+    sources: list[str] = []
+    for line in builder_stage().splitlines():
+        words = line.split()
+        if words[:1] == ["COPY"] and not any(w.startswith("--from") for w in words):
+            sources += words[1:-1]
+    return sources
+
+
+def final_sync_flags() -> list[str]:
+    syncs = re.findall(r"uv sync ([^\n]+)", builder_stage())
+    return shlex.split(syncs[-1])
+
+
+def test_reads_the_dockerfile_it_mirrors():
+    assert {"pyproject.toml", "uv.lock", "loop", "mcp_server"} <= set(copied_sources())
+    assert {"--frozen", "--no-dev"} <= set(final_sync_flags())
+
+
+@pytest.fixture(scope="module")
+def image_python(tmp_path_factory) -> Path:
+    if not UV.exists():
+        pytest.fail("no .tools/bin/uv: run the tests through `make test`")
+    context = tmp_path_factory.mktemp("image-context")
+    for source in copied_sources():
+        origin = REPO_ROOT / source
+        if origin.is_dir():
+            shutil.copytree(origin, context / source, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(origin, context / source)
+    venv = context / ".venv"
+    env = {**os.environ, "UV_PROJECT_ENVIRONMENT": str(venv), "UV_PYTHON_DOWNLOADS": "0"}
+    env.pop("VIRTUAL_ENV", None)
+    done = subprocess.run(
+        [str(UV), "sync", *final_sync_flags(), "--python", shutil.which("python3") or "python3"],
+        cwd=context,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    return venv / "bin" / "python"
+
+
+def run_isolated(python: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    # From an empty folder, so only the installed packages can be imported, never the repo's.
+    empty = python.parent.parent.parent / "empty"
+    empty.mkdir(exist_ok=True)
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp")}
+    return subprocess.run(
+        [str(python), *args],
+        cwd=empty,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_the_install_holds_no_dev_dependency(image_python):
+    missing = run_isolated(image_python, "-c", "import pytest")
+    assert missing.returncode != 0  # proves the check below can fail
+
+
+def test_every_module_imports(image_python):
+    script = (
+        "import importlib, pkgutil\n"
+        "for package in ('common', 'mcp_server', 'modelsim', 'loop'):\n"
+        "    module = importlib.import_module(package)\n"
+        "    assert 'site-packages' in module.__file__, module.__file__\n"
+        "    for info in pkgutil.iter_modules(module.__path__, package + '.'):\n"
+        "        importlib.import_module(info.name)\n"
+        "        print(info.name)\n"
+    )
+    done = run_isolated(image_python, "-c", script)
+    assert done.returncode == 0, done.stderr
+    assert "loop.app" in done.stdout.split()
+
+
+@pytest.mark.parametrize("entry_point", ENTRY_POINTS, ids=" ".join)
+def test_every_entry_point_starts(image_python, entry_point):
+    done = run_isolated(image_python, "-m", *entry_point)
+    assert done.returncode == 0, done.stderr
+    assert "usage:" in done.stdout or "python -m common.healthprobe" in done.stdout
