@@ -79,10 +79,17 @@ bench-loop: $(SYNCED) ## benchmark the loop against the seed script's connect-pe
 	$(PY) benchmarks/loop_overhead.py
 
 # --- the deployment --------------------------------------------------------------------------
-COMPOSE := docker compose --project-directory deploy -f deploy/compose.yaml --env-file deploy/.env
-COMPOSE_SIM := docker compose --project-directory deploy -f deploy/compose.yaml -f deploy/compose.sim.yaml --env-file deploy/.env
+# ENV_FILE: the settings; COMPOSE_FILES: a site's own compose overrides, applied last
+# (e.g. `make up COMPOSE_FILES=deploy/compose.site.yaml`), so the bundle's files stay untouched.
+ENV_FILE ?= deploy/.env
+COMPOSE_FILES ?=
+STACK_ARGS = --env-file $(ENV_FILE) $(addprefix --file ,$(COMPOSE_FILES))
+COMPOSE_BASE = docker compose --project-directory deploy --env-file $(ENV_FILE) -f deploy/compose.yaml
+COMPOSE = $(COMPOSE_BASE) $(addprefix -f ,$(COMPOSE_FILES))
+COMPOSE_SIM = $(COMPOSE_BASE) -f deploy/compose.sim.yaml $(addprefix -f ,$(COMPOSE_FILES))
 # vLLM needs minutes to load weights and capture CUDA graphs before it is healthy.
 UP_TIMEOUT ?= 900
+SIM_UP_TIMEOUT ?= 300
 
 .PHONY: demo
 demo: $(SYNCED) ## the main job, no Docker needed: local stack + the seed scenarios, left running
@@ -98,15 +105,23 @@ stop: ## stop the local processes started by `make dev` / `make demo`
 
 .PHONY: up
 up: $(SYNCED) ## GPU host: check prerequisites, build, start the stack and wait until healthy
-	$(PY) -m bundle preflight
-	$(COMPOSE) up -d --build --wait --wait-timeout $(UP_TIMEOUT)
-	@$(PY) -m bundle urls
+	$(PY) -m bundle preflight --env-file $(ENV_FILE)
+	$(COMPOSE) up -d --build --wait --wait-timeout $(UP_TIMEOUT) \
+		|| { $(PY) -m bundle check-stack $(STACK_ARGS) --timeout 0; exit 1; }
+	$(PY) -m bundle check-stack $(STACK_ARGS) --timeout $(UP_TIMEOUT)
+	@$(PY) -m bundle urls --env-file $(ENV_FILE)
 
 .PHONY: up-sim
 up-sim: $(SYNCED) ## Docker host without GPU: the same stack with the simulator for vLLM
-	$(PY) -m bundle preflight --sim
-	$(COMPOSE_SIM) up -d --build --wait --wait-timeout 300
-	@$(PY) -m bundle urls --sim
+	$(PY) -m bundle preflight --sim --env-file $(ENV_FILE)
+	$(COMPOSE_SIM) up -d --build --wait --wait-timeout $(SIM_UP_TIMEOUT) \
+		|| { $(PY) -m bundle check-stack --sim $(STACK_ARGS) --timeout 0; exit 1; }
+	$(PY) -m bundle check-stack --sim $(STACK_ARGS) --timeout $(SIM_UP_TIMEOUT)
+	@$(PY) -m bundle urls --sim --env-file $(ENV_FILE)
+
+.PHONY: test-compose
+test-compose: $(SYNCED) ## tier: build the image and run the compose stack in real containers (podman; root)
+	$(PY) -m pytest -m containers tests/containers -p no:cacheprovider
 
 .PHONY: down
 down: ## stop and remove the compose stack (volumes are kept)

@@ -1,10 +1,11 @@
-"""`python -m bundle dev|stop|status|demo|preflight|urls` — what the make targets call."""
+"""`python -m bundle dev|stop|status|demo|preflight|check-stack|urls` — what make calls."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+from pathlib import Path
 
 from . import compose
 from .localstack import RUN_DIR, LocalStack, plan
@@ -40,9 +41,15 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("status", help="which local services are running")
     commands.add_parser("demo", help="fresh local stack + the seed scenarios through the loop")
     preflight = commands.add_parser("preflight", help="check what `make up` needs")
-    preflight.add_argument("--sim", action="store_true", help="for `make up-sim` (no GPU)")
+    check = commands.add_parser("check-stack", help="is every compose service ready?")
     urls = commands.add_parser("urls", help="print the URLs of the compose stack")
-    urls.add_argument("--sim", action="store_true")
+    for command in (preflight, check, urls):
+        command.add_argument("--sim", action="store_true", help="the simulator layout (no GPU)")
+        command.add_argument("--env-file", type=Path, default=None, help="default: deploy/.env")
+    check.add_argument(
+        "--file", action="append", type=Path, default=[], help="a site compose override"
+    )
+    check.add_argument("--timeout", type=float, default=120, help="seconds to wait for health")
     args = parser.parse_args(argv)
     stack = LocalStack()
 
@@ -55,18 +62,29 @@ def main(argv: list[str] | None = None) -> int:
         print(f"running: {', '.join(running)}" if running else "not running")
         return 0 if running else 1
     if args.command == "preflight":
-        from .preflight import problems
+        from .preflight import ENV_FILE, problems
 
-        found = problems(sim=args.sim)
+        found = problems(sim=args.sim, env_file=args.env_file or ENV_FILE)
         for problem in found:
             print(f"✗ {problem}", file=sys.stderr)
         if not found:
             print("✓ prerequisites present")
         return 1 if found else 0
+    if args.command == "check-stack":
+        from .preflight import ENV_FILE
+        from .stackcheck import Stack, report, wait_until_ready
+
+        stack = Stack(args.sim, args.env_file or ENV_FILE, tuple(args.file))
+        found = wait_until_ready(stack, args.timeout)
+        if found:
+            report(stack, found)
+            return 1
+        print("✓ every service is ready")
+        return 0
     if args.command == "urls":
         from .preflight import ENV_FILE, published_ports, urls
 
-        project = compose.config(sim=args.sim, env_file=ENV_FILE)
+        project = compose.config(sim=args.sim, env_file=args.env_file or ENV_FILE)
         print("\n".join(urls(published_ports(project))))
         return 0
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import socket
 import subprocess
 from pathlib import Path
 
@@ -43,6 +44,32 @@ def problems(*, sim: bool, env_file: Path = ENV_FILE) -> list[str]:
         return found
     if not sim:
         found += _model_problems(project)
+    found += _port_problems(project)
+    return found
+
+
+def _port_problems(project: dict) -> list[str]:
+    """Published ports another program holds (not a running copy of this stack)."""
+    own = _run(
+        "docker", "ps", "-q", "--filter", f"label=com.docker.compose.project={project['name']}"
+    )
+    if own is not None and own.returncode == 0 and own.stdout.strip():
+        return []  # the stack is up already: `up` replaces its own containers
+    found = []
+    for name, service in project["services"].items():
+        for port in service.get("ports", []):
+            if not port.get("published"):
+                continue
+            host = port.get("host_ip") or "0.0.0.0"
+            with socket.socket() as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    probe.bind((host, int(port["published"])))
+                except OSError:
+                    found.append(
+                        f"{host}:{port['published']} ({name}) is already in use by another "
+                        "program: stop it or choose another port in deploy/.env"
+                    )
     return found
 
 

@@ -1,0 +1,131 @@
+"""Is the compose stack really up? Every service's state and health, and the readiness endpoints.
+
+`docker compose up --wait` has returned 0 while a service was still starting (seen through
+podman), so `make up` asks each service itself before it reports success, and otherwise names
+the service that is not ready with the last lines of its log.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .compose import BASE_FILE, DEPLOY, REPO_ROOT, SIM_FILE
+
+# Published services whose readiness endpoint says more than the container's health: the
+# loop's /readyz checks the model server and the MCP server from inside the network.
+READINESS_PATHS = {"loop": "/readyz", "mcp-server": "/readyz"}
+LOG_LINES = 20
+
+
+@dataclass(frozen=True)
+class Stack:
+    """The compose command `make up` uses: the same files, env file and site overrides."""
+
+    sim: bool
+    env_file: Path
+    extra_files: tuple[Path, ...] = ()
+    environ: Mapping[str, str] | None = None  # for `docker`; None: this process's
+
+    def command(self, *args: str) -> list[str]:
+        files = [BASE_FILE, *([SIM_FILE] if self.sim else []), *self.extra_files]
+        command = ["docker", "compose", "--project-directory", str(DEPLOY)]
+        command += ["--env-file", str(self.env_file)]
+        for file in files:
+            command += ["-f", str(file)]
+        return command + list(args)
+
+    def run(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            self.command(*args),
+            capture_output=True,
+            text=True,
+            cwd=REPO_ROOT,
+            timeout=timeout,
+            env=self.environ,
+        )
+
+
+def _json_lines(text: str) -> list[dict[str, Any]]:
+    text = text.strip()
+    if text.startswith("["):  # older Compose versions print one array
+        return json.loads(text)
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def _probe(url: str) -> str:
+    """'' when the endpoint answers 2xx, else what it said."""
+    try:
+        with urllib.request.urlopen(url, timeout=3) as response:
+            return "" if 200 <= response.status < 300 else f"{url} answered {response.status}"
+    except urllib.error.HTTPError as error:
+        body = error.read(300).decode(errors="replace")
+        return f"{url} answered {error.code} {body}".strip()
+    except OSError as error:
+        return f"{url}: {getattr(error, 'reason', error)}"
+
+
+def problems(stack: Stack) -> dict[str, str]:
+    """Service name → why it is not ready; empty when every service is."""
+    config = stack.run("config", "--format", "json")
+    if config.returncode != 0:
+        return {"compose": config.stderr.strip() or "`docker compose config` failed"}
+    services: dict[str, Any] = json.loads(config.stdout)["services"]
+    listed = stack.run("ps", "--all", "--format", "json")
+    if listed.returncode != 0:
+        return {"compose": listed.stderr.strip() or "`docker compose ps` failed"}
+    containers = {c["Service"]: c for c in _json_lines(listed.stdout)}
+    found: dict[str, str] = {}
+    for name, spec in services.items():
+        container = containers.get(name)
+        if container is None:
+            found[name] = "no container"
+            continue
+        state, health = container.get("State", ""), container.get("Health", "")
+        if spec.get("restart") == "no":  # a one-shot job: done, successfully
+            if state != "exited" or container.get("ExitCode") != 0:
+                found[name] = f"one-shot job {state}, exit code {container.get('ExitCode')}"
+            continue
+        if state != "running":
+            found[name] = f"{state} ({container.get('Status', '')})"
+        elif spec.get("healthcheck", {}).get("test") and health != "healthy":
+            found[name] = f"health {health or 'unknown'} ({container.get('Status', '')})"
+        elif name in READINESS_PATHS:
+            for port in spec.get("ports", []):
+                if port.get("published"):
+                    host = port.get("host_ip") or "127.0.0.1"
+                    host = "127.0.0.1" if host == "0.0.0.0" else host
+                    said = _probe(f"http://{host}:{port['published']}{READINESS_PATHS[name]}")
+                    if said:
+                        found[name] = said
+    return found
+
+
+def wait_until_ready(stack: Stack, timeout: float, poll: float = 2.0) -> dict[str, str]:
+    deadline = time.monotonic() + timeout
+    pause = threading.Event()
+    while True:
+        found = problems(stack)
+        if not found or time.monotonic() >= deadline:
+            return found
+        pause.wait(poll)
+
+
+def report(stack: Stack, found: dict[str, str]) -> None:
+    for name, why in found.items():
+        print(f"✗ {name} is not ready: {why}")
+        if name == "compose":
+            continue
+        logs = stack.run("logs", "--no-color", "--tail", str(LOG_LINES), name)
+        lines = (logs.stdout + logs.stderr).strip().splitlines()
+        if lines:
+            print(f"  last {len(lines)} lines of its log:")
+            print("\n".join(f"    {line}" for line in lines))

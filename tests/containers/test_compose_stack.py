@@ -1,0 +1,185 @@
+"""`make up-sim` in real containers: health, the seed scenarios, a restart mid-run, `make down`.
+
+The stack is started exactly as a user starts it (the Makefile, deploy/compose.yaml +
+deploy/compose.sim.yaml, an env file made from .env.example), through the real Compose v2
+binary and podman's Docker-compatible API.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from bundle.demo import run_scenarios
+from bundle.stackcheck import Stack, problems
+from tests.support import free_port, wait_until
+
+from .conftest import Engine, make
+
+# the module's first test also pays for `make up-sim`
+pytestmark = [pytest.mark.containers, pytest.mark.timeout(900)]
+
+EXAMPLE_ENV = Path(__file__).resolve().parents[2] / "deploy" / ".env.example"
+
+
+def env_file(folder: Path, **overrides: str) -> Path:
+    lines = []
+    for line in EXAMPLE_ENV.read_text().splitlines():
+        key = line.split("=", 1)[0]
+        lines.append(f"{key}={overrides[key]}" if key in overrides else line)
+    path = folder / "compose.env"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+class UpStack:
+    def __init__(self, engine: Engine, env: Path, loop_port: int) -> None:
+        self.engine, self.env, self.loop_port = engine, env, loop_port
+        self.stack = Stack(sim=True, env_file=env, environ=engine.env)
+        self.is_up = False
+
+    @property
+    def loop_url(self) -> str:
+        return f"http://127.0.0.1:{self.loop_port}"
+
+    def compose(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return self.stack.run(*args, timeout=180)
+
+    def down(self) -> subprocess.CompletedProcess[str]:
+        """`make down`, then the volumes too, so the next run starts from fresh demo data."""
+        done = make(self.engine, "down", f"ENV_FILE={self.env}")
+        self.compose("down", "--volumes", "--remove-orphans")
+        self.is_up = False
+        return done
+
+
+@pytest.fixture(scope="module")
+def stack(engine: Engine, tmp_path_factory, timings) -> Iterator[UpStack]:
+    loop_port, mcp_port = free_port(), free_port()
+    env = env_file(
+        tmp_path_factory.mktemp("stack"),
+        LOOP_PUBLISHED_PORT=str(loop_port),
+        MCP_PUBLISHED_PORT=str(mcp_port),
+        SIM_PROFILE="instant",
+    )
+    up = UpStack(engine, env, loop_port)
+    started = time.monotonic()
+    up.is_up = True
+    try:
+        done = make(engine, "up-sim", f"ENV_FILE={env}", "SIM_UP_TIMEOUT=180")
+        timings["make up-sim"] = time.monotonic() - started
+        output = done.stdout[-3000:] + done.stderr[-3000:]
+        assert done.returncode == 0, f"make up-sim failed:\n{output}"
+        assert "✓ every service is ready" in done.stdout, output
+        yield up
+    finally:
+        if up.is_up:  # a failure before the last test: still leave nothing behind
+            up.down()
+
+
+def test_every_service_is_ready_by_compose_and_by_its_own_endpoints(stack):
+    assert problems(stack.stack) == {}
+    listed = stack.compose("ps", "--all", "--format", "json").stdout
+    containers = map(json.loads, listed.splitlines())
+    states = {c["Service"]: (c["State"], c.get("Health", "")) for c in containers}
+    assert states["mcp-seed"][0] == "exited"
+    for service in ("vllm", "mcp-server", "loop"):
+        assert states[service] == ("running", "healthy"), states
+    ready = httpx.get(f"{stack.loop_url}/readyz", timeout=5).json()
+    assert ready["model"] == "ok" and ready["mcp"] == "ok", ready
+
+
+def test_the_seed_scenarios_through_the_published_loop_port(stack, capsys):
+    assert run_scenarios(stack.loop_url), "a seed scenario did not go as expected"
+    with capsys.disabled():
+        print(capsys.readouterr().out)
+
+
+def test_the_stack_recovers_when_the_mcp_server_dies_mid_run(stack, engine):
+    """kill -9 of the MCP server while a run waits on a confirmation."""
+    # E002's approved leave: the seed scenarios have cancelled E001's already
+    headers = {"Authorization": "Bearer demo-token-other"}
+    events: list[tuple[str, dict]] = []
+    asked, killed = threading.Event(), threading.Event()
+
+    def cancel_run() -> None:
+        with httpx.Client(base_url=stack.loop_url, headers=headers, timeout=120) as http:
+            body = {"input": "取消我畢業典禮那張假", "stream": True}
+            with http.stream("POST", "/v1/runs", json=body) as response:
+                kind = ""
+                for line in response.iter_lines():
+                    if line.startswith("event: "):
+                        kind = line[7:]
+                    elif line.startswith("data: "):
+                        events.append((kind, json.loads(line[6:])))
+                        if kind == "confirmation.requested":
+                            asked.set()
+                            killed.wait(60)  # the person answers after the server died
+                            http.post(
+                                f"/v1/runs/{events[0][1]['id']}/confirmations/"
+                                f"{events[-1][1]['confirmation_id']}",
+                                json={"action": "accept"},
+                            )
+
+    runner = threading.Thread(target=cancel_run)
+    runner.start()
+    assert asked.wait(60), f"no confirmation was asked: {events}"
+    container = stack.compose("ps", "-q", "mcp-server").stdout.strip()
+    before = restarts(engine, container)
+    kill_service_process(engine, container)
+    killed.set()
+    runner.join(180)
+    assert not runner.is_alive(), "the run hung after the MCP server died"
+    finished = [data for kind, data in events if kind == "run.finished"]
+    assert finished, events
+    print(f"\nthe run the kill interrupted: {finished[0]['status']}, {finished[0].get('reason')}")
+    print(f"  answer: {finished[0]['answer']}")
+    # the run says it did not complete; it must not claim the leave was cancelled
+    assert finished[0]["status"] != "completed" or "已取消" not in finished[0]["answer"], finished
+
+    # restart policy brings the server back; the loop reconnects without manual steps
+    wait_until(lambda: restarts(engine, container) > before, timeout=60, what="a restart")
+    wait_until(lambda: problems(stack.stack) == {}, timeout=120, what="the stack healthy again")
+    with httpx.Client(base_url=stack.loop_url, headers=headers, timeout=60) as http:
+        run = http.post("/v1/runs", json={"input": "查一下我的假單"}).json()
+    assert run["status"] == "completed", run
+    searches = [s for s in run["steps"] if s["type"] == "tool"]
+    assert [s["name"] for s in searches] == ["search_leaves"]
+    # the accepted cancel never reached the database: the leave is still approved
+    leaves = {leave["reason"]: leave["status"] for leave in searches[0]["result"]["leaves"]}
+    assert leaves["參加弟弟的畢業典禮"] == "approved", leaves
+
+
+def kill_service_process(engine: Engine, container: str) -> None:
+    """kill -9 of the server process itself, as the OOM killer or a crash would end it.
+
+    (`docker kill` counts as a manual stop, after which Docker does not apply the restart
+    policy; a process that dies by itself is what the policy is for.)
+    """
+    init = int(engine.podman.run("inspect", container, "--format", "{{.State.Pid}}").stdout)
+    children = Path(f"/proc/{init}/task/{init}/children").read_text().split()
+    assert children, "the container's init has no child process"
+    os.kill(int(children[0]), signal.SIGKILL)
+
+
+def restarts(engine: Engine, container: str) -> int:
+    return int(engine.podman.run("inspect", container, "--format", "{{.RestartCount}}").stdout)
+
+
+def test_make_down_leaves_nothing_behind(stack, engine, timings):
+    # last in this module (pytest keeps file order)
+    assert engine.podman.project_resources()["containers"]  # the check below can fail
+    started = time.monotonic()
+    done = stack.down()
+    timings["make down"] = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    assert engine.podman.project_resources() == {"containers": [], "volumes": [], "networks": []}
