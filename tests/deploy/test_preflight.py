@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import stat
 from pathlib import Path
 
@@ -9,6 +10,22 @@ import pytest
 
 from bundle import compose
 from bundle.preflight import problems
+from tests.support import free_port
+
+
+def example_env(**replace: str) -> str:
+    """.env.example on free published ports (a running demo must not decide these tests)."""
+    replace = {
+        "LOOP_PUBLISHED_PORT": str(free_port()),
+        "MCP_PUBLISHED_PORT": str(free_port()),
+        **replace,
+    }
+    return "\n".join(
+        f"{line.split('=', 1)[0]}={replace[line.split('=', 1)[0]]}"
+        if line.split("=", 1)[0] in replace
+        else line
+        for line in compose.EXAMPLE_ENV.read_text().splitlines()
+    )
 
 
 def fake_docker(bin_dir: Path, *, compose_ok: bool, info: str | None) -> None:
@@ -52,11 +69,7 @@ def test_no_engine_no_compose_no_env_file(path_with, tmp_path):
 def test_gpu_layout_needs_the_nvidia_runtime_and_the_model(path_with, tmp_path):
     fake_docker(path_with, compose_ok=True, info='{"runc":{"path":"runc"}}')
     env = tmp_path / ".env"
-    env.write_text(
-        compose.EXAMPLE_ENV.read_text().replace(
-            "MODEL_DIR=../models", f"MODEL_DIR={tmp_path / 'nowhere'}"
-        )
-    )
+    env.write_text(example_env(MODEL_DIR=str(tmp_path / "nowhere")))
     found = problems(sim=False, env_file=env)
     assert any("no NVIDIA runtime" in p for p in found)
     assert any("does not exist on this host" in p for p in found)
@@ -69,13 +82,24 @@ def test_everything_present(path_with, tmp_path):
     model = tmp_path / "models" / "leave-copilot"
     model.mkdir(parents=True)
     env = tmp_path / ".env"
-    env.write_text(
-        compose.EXAMPLE_ENV.read_text().replace(
-            "MODEL_DIR=../models", f"MODEL_DIR={tmp_path / 'models'}"
-        )
-    )
+    env.write_text(example_env(MODEL_DIR=str(tmp_path / "models")))
     assert problems(sim=False, env_file=env) == [
         f"VLLM_MODEL /models/leave-copilot has no config.json at {model} (merged weights expected)"
     ]
     (model / "config.json").write_text("{}")
     assert problems(sim=False, env_file=env) == []
+
+
+def test_a_published_port_held_by_another_program_is_named(path_with, tmp_path):
+    fake_docker(path_with, compose_ok=True, info="{}")
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        env = tmp_path / ".env"
+        env.write_text(example_env(LOOP_PUBLISHED_PORT=str(port)))
+        assert problems(sim=True, env_file=env) == [
+            f"127.0.0.1:{port} (loop) is already in use by another program: stop it or "
+            "choose another port in deploy/.env"
+        ]
+    assert problems(sim=True, env_file=env) == []
