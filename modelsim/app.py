@@ -22,6 +22,7 @@ from starlette.routing import Route
 from . import generate as gen
 from . import policy
 from .errors import ApiError
+from .gpu import SimulatedGpuCollector
 from .latency import Scheduler, profile_from
 from .metrics import VllmMetrics
 from .request import ChatRequest, parse
@@ -48,6 +49,7 @@ class Simulator:
             lambda: self.scheduler.waiting,
             self.scheduler.kv_cache_usage,
         )
+        self.metrics.registry.register(SimulatedGpuCollector(self.scheduler.clock))
         self.default_faults = gen.parse_faults(settings.fault)
         self._fault_random = random.Random(settings.seed)
         self._prefixes: dict[int, None] = {}

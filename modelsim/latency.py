@@ -18,6 +18,7 @@ import random
 from collections import deque
 from dataclasses import dataclass, replace
 
+from .gpu import BusyClock
 from .settings import SimSettings
 
 
@@ -61,6 +62,7 @@ class Scheduler:
     def __init__(self, profile: Profile, jitter: float = 0.0, seed: int | None = None) -> None:
         self.profile = profile
         self.running = 0
+        self.clock = BusyClock()  # for the simulated GPU's activity figures
         self.kv_tokens_in_use = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._jitter = jitter
@@ -92,6 +94,7 @@ class Scheduler:
                 raise
         else:
             self.running += 1
+            self.clock.update(self.running)
         self.kv_tokens_in_use += kv_tokens
         return waited
 
@@ -106,6 +109,7 @@ class Scheduler:
                 waiter.set_result(None)  # the slot passes straight to the next waiter
                 return
         self.running -= 1
+        self.clock.update(self.running)
 
     def load_factor(self) -> float:
         return 1.0 + self.profile.slowdown_per_running * max(self.running - 1, 0)
