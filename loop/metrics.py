@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from common.cost import CostSettings, CostSettingsCollector
+
 RUN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300)
 CALL_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
@@ -48,6 +50,7 @@ class LoopMetrics:
             "leave_loop_model_retries", "Model call retries by reason.", ["reason"], registry=r
         )
         self.in_flight = Gauge("leave_loop_runs_in_flight", "Runs executing now.", registry=r)
+        r.register(CostSettingsCollector(CostSettings()))  # the price inputs of the cost rules
         self.mcp_connects = Counter(
             "leave_loop_mcp_connects", "MCP connections opened.", registry=r
         )

@@ -1,0 +1,78 @@
+"""Cost inputs and formulas: self-hosted GPU time vs a commercial API, per token and per run.
+
+The price inputs are settings (`COST_*` variables). The loop exports them as gauges so that
+Prometheus's cost rules (monitoring/prometheus/rules/cost.yml) use the very figures the
+stack was configured with; those rules are the formulas below written in PromQL, and a test
+holds the two to the same numbers.
+
+Defaults are dated public list prices (users override them all): an H200 at a GPU cloud,
+$3.59/h (spot, March 2026); a small commercial model, $0.25 input / $2.00 output per 1M
+tokens (GPT-5 mini, 2026).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+SECONDS_PER_HOUR = 3600
+PER_MILLION = 1_000_000
+
+
+class CostSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="COST_", extra="ignore")
+
+    gpu_hourly_usd: float = Field(3.59, ge=0, description="What the GPU host costs per hour.")
+    api_input_usd_per_million: float = Field(0.25, ge=0)
+    api_output_usd_per_million: float = Field(2.00, ge=0)
+
+
+def self_hosted_usd_per_million_tokens(gpu_hourly_usd: float, tokens_per_second: float) -> float:
+    """GPU time paid for each million tokens at the measured rate (idle time included)."""
+    if tokens_per_second <= 0:
+        return float("inf")
+    return gpu_hourly_usd / SECONDS_PER_HOUR / tokens_per_second * PER_MILLION
+
+
+def self_hosted_usd_per_run(gpu_hourly_usd: float, runs_per_second: float) -> float:
+    if runs_per_second <= 0:
+        return float("inf")
+    return gpu_hourly_usd / SECONDS_PER_HOUR / runs_per_second
+
+
+def api_usd_per_run(
+    prompt_tokens_per_run: float, completion_tokens_per_run: float, settings: CostSettings
+) -> float:
+    """What the same run's tokens would cost at the API's list prices."""
+    return (
+        prompt_tokens_per_run * settings.api_input_usd_per_million
+        + completion_tokens_per_run * settings.api_output_usd_per_million
+    ) / PER_MILLION
+
+
+class CostSettingsCollector(Collector):
+    """The price inputs as gauges, for the cost recording rules and dashboards."""
+
+    def __init__(self, settings: CostSettings) -> None:
+        self.settings = settings
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        s = self.settings
+        for name, documentation, value in (
+            ("leave_cost_gpu_hourly_usd", "GPU host price per hour (setting).", s.gpu_hourly_usd),
+            (
+                "leave_cost_api_input_usd_per_million_tokens",
+                "Commercial API price per 1M input tokens (setting).",
+                s.api_input_usd_per_million,
+            ),
+            (
+                "leave_cost_api_output_usd_per_million_tokens",
+                "Commercial API price per 1M output tokens (setting).",
+                s.api_output_usd_per_million,
+            ),
+        ):
+            yield GaugeMetricFamily(name, documentation, value=value)
