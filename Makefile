@@ -85,7 +85,7 @@ ENV_FILE ?= deploy/.env
 COMPOSE_FILES ?=
 STACK_ARGS = --env-file $(ENV_FILE) $(addprefix --file ,$(COMPOSE_FILES))
 COMPOSE_BASE = docker compose --project-directory deploy --env-file $(ENV_FILE) -f deploy/compose.yaml
-COMPOSE = $(COMPOSE_BASE) $(addprefix -f ,$(COMPOSE_FILES))
+COMPOSE = $(COMPOSE_BASE) --profile gpu $(addprefix -f ,$(COMPOSE_FILES))
 COMPOSE_SIM = $(COMPOSE_BASE) -f deploy/compose.sim.yaml $(addprefix -f ,$(COMPOSE_FILES))
 # vLLM needs minutes to load weights and capture CUDA graphs before it is healthy.
 UP_TIMEOUT ?= 900
@@ -125,7 +125,7 @@ test-compose: $(SYNCED) ## tier: build the image and run the compose stack in re
 
 .PHONY: down
 down: ## stop and remove the compose stack (volumes are kept)
-	$(COMPOSE_SIM) down
+	$(COMPOSE_SIM) --profile gpu down
 
 .PHONY: logs
 logs: ## follow the compose stack's logs

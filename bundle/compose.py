@@ -58,6 +58,8 @@ def config(
         command += ["-f", str(file)]
     command += ["--env-file", str(env_file), "config", "--format", "json"]
     env = dict(os.environ if environ is None else environ)
+    if not sim:
+        env.setdefault("COMPOSE_PROFILES", "gpu")  # as `make up` runs it: with dcgm-exporter
     # Variables set in the environment win over the env file, as with `docker compose`.
     done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO_ROOT)
     if done.returncode != 0:

@@ -77,6 +77,11 @@ def podman() -> Podman:
 def image(podman: Podman) -> str:
     """The bundle's image, built from docker/Dockerfile unchanged."""
     started = time.monotonic()
+    # buildah 1.28 (Debian 12) reuses a cached COPY layer although the copied files changed,
+    # which would test an old tree: drop the previous build and its layers first, so the only
+    # cache left is this build's own (which compose's build then reuses).
+    podman.run("rmi", "--force", IMAGE, check=False)
+    podman.run("image", "prune", "--force", check=False)
     # --format docker keeps the HEALTHCHECK (the OCI format has no such field).
     done = subprocess.run(
         ["podman", "build", "--format", "docker", "-f", "docker/Dockerfile", "-t", IMAGE, "."],

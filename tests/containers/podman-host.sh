@@ -9,7 +9,9 @@
 # - crun refuses hybrid cgroups → runc; netavark needs iptables, which a minimal Debian lacks;
 # - podman's default nofile limit is above the VM's hard limit → the hard limit;
 # - no Docker Hub or ghcr.io → python:3.11.11-slim-bookworm is debootstrap'd bookworm with
-#   Debian's python3, and ghcr.io/astral-sh/uv:<v> holds uv from its PyPI wheel;
+#   Debian's python3, ghcr.io/astral-sh/uv:<v> holds uv from its PyPI wheel, and the
+#   Prometheus image holds Debian's prometheus (Grafana has no such source: the tier leaves
+#   it out with its own compose override);
 # - HTTPS may go through a proxy whose CA the host trusts → the base image trusts it too.
 set -euo pipefail
 
@@ -104,6 +106,22 @@ PY
   tar -C "$wheel/root" -c uv uvx | podman import - "$UV_IMAGE" >/dev/null \
     || fail "podman import of $UV_IMAGE failed"
   rm -rf "$wheel"
+fi
+
+# Prometheus: compose's image name, holding Debian's prometheus (the flags compose passes are
+# the same) and busybox's wget for the healthcheck.
+PROM_IMAGE=$(sed -n 's/^PROMETHEUS_IMAGE=//p' "$REPO/deploy/.env.example")
+if ! podman image exists "docker.io/$PROM_IMAGE"; then
+  build=$STATE/prometheus-build
+  mkdir -p "$build"
+  cat > "$build/Containerfile" <<CONTAINERFILE
+FROM docker.io/library/$PY_IMAGE
+RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus busybox \
+    && ln -s /bin/busybox /usr/local/bin/wget && rm -rf /var/lib/apt/lists/*
+ENTRYPOINT ["/usr/bin/prometheus"]
+CONTAINERFILE
+  podman build -q --format docker -t "docker.io/$PROM_IMAGE" "$build" >/dev/null \
+    || fail "the stand-in for $PROM_IMAGE did not build"
 fi
 
 echo "CONTAINERS_CONF=$CONTAINERS_CONF"

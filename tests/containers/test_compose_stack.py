@@ -29,6 +29,8 @@ from .conftest import Engine, make
 pytestmark = [pytest.mark.containers, pytest.mark.timeout(900)]
 
 EXAMPLE_ENV = Path(__file__).resolve().parents[2] / "deploy" / ".env.example"
+# the tier's own compose override, through the Makefile's COMPOSE_FILES like a site's
+SITE_OVERRIDE = "tests/containers/compose.podman.yaml"
 
 
 def env_file(folder: Path, **overrides: str) -> Path:
@@ -42,9 +44,11 @@ def env_file(folder: Path, **overrides: str) -> Path:
 
 
 class UpStack:
-    def __init__(self, engine: Engine, env: Path, loop_port: int) -> None:
+    def __init__(self, engine: Engine, env: Path, loop_port: int, prometheus_port: int) -> None:
         self.engine, self.env, self.loop_port = engine, env, loop_port
-        self.stack = Stack(sim=True, env_file=env, environ=engine.env)
+        self.prometheus_url = f"http://127.0.0.1:{prometheus_port}"
+        extra = (Path(__file__).resolve().parents[2] / SITE_OVERRIDE,)
+        self.stack = Stack(sim=True, env_file=env, extra_files=extra, environ=engine.env)
         self.is_up = False
 
     @property
@@ -56,7 +60,7 @@ class UpStack:
 
     def down(self) -> subprocess.CompletedProcess[str]:
         """`make down`, then the volumes too, so the next run starts from fresh demo data."""
-        done = make(self.engine, "down", f"ENV_FILE={self.env}")
+        done = make(self.engine, "down", f"ENV_FILE={self.env}", f"COMPOSE_FILES={SITE_OVERRIDE}")
         self.compose("down", "--volumes", "--remove-orphans")
         self.is_up = False
         return done
@@ -64,18 +68,26 @@ class UpStack:
 
 @pytest.fixture(scope="module")
 def stack(engine: Engine, tmp_path_factory, timings) -> Iterator[UpStack]:
-    loop_port, mcp_port = free_port(), free_port()
+    loop_port, prometheus_port = free_port(), free_port()
     env = env_file(
         tmp_path_factory.mktemp("stack"),
         LOOP_PUBLISHED_PORT=str(loop_port),
-        MCP_PUBLISHED_PORT=str(mcp_port),
+        MCP_PUBLISHED_PORT=str(free_port()),
+        PROMETHEUS_PUBLISHED_PORT=str(prometheus_port),
+        GRAFANA_PUBLISHED_PORT=str(free_port()),
         SIM_PROFILE="instant",
     )
-    up = UpStack(engine, env, loop_port)
+    up = UpStack(engine, env, loop_port, prometheus_port)
     started = time.monotonic()
     up.is_up = True
     try:
-        done = make(engine, "up-sim", f"ENV_FILE={env}", "SIM_UP_TIMEOUT=180")
+        done = make(
+            engine,
+            "up-sim",
+            f"ENV_FILE={env}",
+            f"COMPOSE_FILES={SITE_OVERRIDE}",
+            "SIM_UP_TIMEOUT=180",
+        )
         timings["make up-sim"] = time.monotonic() - started
         output = done.stdout[-3000:] + done.stderr[-3000:]
         assert done.returncode == 0, f"make up-sim failed:\n{output}"
@@ -92,10 +104,27 @@ def test_every_service_is_ready_by_compose_and_by_its_own_endpoints(stack):
     containers = map(json.loads, listed.splitlines())
     states = {c["Service"]: (c["State"], c.get("Health", "")) for c in containers}
     assert states["mcp-seed"][0] == "exited"
-    for service in ("vllm", "mcp-server", "loop"):
+    for service in ("vllm", "mcp-server", "loop", "prometheus"):
         assert states[service] == ("running", "healthy"), states
+    assert "grafana" not in states  # left out by the tier's override
     ready = httpx.get(f"{stack.loop_url}/readyz", timeout=5).json()
     assert ready["model"] == "ok" and ready["mcp"] == "ok", ready
+
+
+def test_prometheus_in_the_stack_scrapes_every_service(stack):
+    def all_up() -> bool:
+        targets = httpx.get(f"{stack.prometheus_url}/api/v1/targets", timeout=5).json()
+        health = {t["labels"]["job"]: t["health"] for t in targets["data"]["activeTargets"]}
+        return health == {"prometheus": "up", "vllm": "up", "loop": "up", "mcp-server": "up"}
+
+    wait_until(all_up, timeout=60, what="every scrape target up")
+    # the simulator's GPU series arrive under the vllm job, marked simulated
+    answer = httpx.get(
+        f"{stack.prometheus_url}/api/v1/query",
+        params={"query": 'DCGM_FI_DEV_FB_USED{simulated="true"}'},
+        timeout=5,
+    ).json()
+    assert answer["data"]["result"], answer
 
 
 def test_the_seed_scenarios_through_the_published_loop_port(stack, capsys):

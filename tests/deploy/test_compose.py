@@ -74,6 +74,9 @@ def test_healthchecks_survive_podmans_argument_splitting(gpu, sim):
             if check.get("disable"):
                 continue
             test = check["test"]
+            if test[0] == "CMD-SHELL":  # one string, which podman passes on whole
+                assert len(test) == 2, (name, test)
+                continue
             assert test[0] == "CMD", (name, test)
             assert all(" " not in argument for argument in test), (name, test)
 
