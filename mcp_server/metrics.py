@@ -42,3 +42,5 @@ class ServerMetrics:
             ["reason"],
             registry=self.registry,
         )
+        for reason in ("missing", "invalid"):  # zero from the start, so rates have a base
+            self.auth_failures.labels(reason)

@@ -90,9 +90,14 @@ class ServiceProcess:
 
 @contextmanager
 def running(
-    module_args: list[str], env: Mapping[str, str], log_path: Path, ready_url: str
+    module_args: list[str],
+    env: Mapping[str, str],
+    log_path: Path,
+    ready_url: str,
+    *,
+    argv: list[str] | None = None,
 ) -> Iterator[ServiceProcess]:
-    service = ServiceProcess(module_args, env, log_path)
+    service = ServiceProcess(module_args, env, log_path, argv=argv)
     try:
         service.wait_ready(ready_url)
         yield service
