@@ -7,29 +7,75 @@ import os
 import sys
 from pathlib import Path
 
-from . import compose
+from . import compose, prometheus
 from .localstack import RUN_DIR, LocalStack, plan
 
 
 def local_services():  # type: ignore[no-untyped-def]
     project = compose.config(sim=True, env_file=compose.EXAMPLE_ENV)
     model_port = os.environ.get("LOCAL_MODEL_PORT")
-    return plan(project, RUN_DIR, int(model_port) if model_port else None)
+    services = plan(project, RUN_DIR, int(model_port) if model_port else None)
+    monitor = prometheus.local_service(project, services, RUN_DIR)
+    return services + ([monitor] if monitor else [])
 
 
 def print_urls(services) -> None:  # type: ignore[no-untyped-def]
     by_name = {s.name: s for s in services}
     loop, mcp, model = by_name["loop"].url, by_name["mcp-server"].url, by_name["vllm"].url
+    if "prometheus" in by_name:
+        monitor = f"{by_name['prometheus'].url}   (scrape config, rules, alerts: monitoring/)"
+    else:
+        monitor = f"not installed, so not started: {prometheus.INSTALL_HINT}"
     print(
         "\nThe local stack is running (simulator in place of vLLM):\n"
         f"  loop API        {loop}          OpenAPI docs: {loop}/docs\n"
         f"  MCP server      {mcp}/mcp\n"
         f"  model simulator {model}/v1\n"
         f"  metrics         {loop}/metrics  {mcp}/metrics  {model}/metrics\n"
+        f"  Prometheus      {monitor}\n"
         f"  logs            {RUN_DIR.relative_to(compose.REPO_ROOT)}/logs/\n"
         f'Try: .venv/bin/python -m loop.cli --url {loop} "把我那張家庭旅遊的特休送出審核"\n'
         "Stop it with: make stop"
     )
+
+
+def print_live_figures(prometheus_url: str, loop_url: str, timeout: float = 20) -> None:
+    """A few of the demo's own figures, read back from Prometheus once it has scraped them."""
+    import threading
+    import time
+
+    import httpx
+
+    runs = sum(
+        float(line.split()[-1])
+        for line in httpx.get(f"{loop_url}/metrics", timeout=5).text.splitlines()
+        if line.startswith("leave_loop_runs_total")
+    )
+    deadline, pause = time.monotonic() + timeout, threading.Event()
+    while prometheus.query(prometheus_url, "sum(leave_loop_runs_total)") != runs:
+        if time.monotonic() > deadline:
+            print(f"\nPrometheus had not scraped the demo's runs after {timeout:.0f} s")
+            return
+        pause.wait(0.5)
+    # cumulative since the stack started, which for the demo's fresh stack is the demo
+    figures = {
+        "TTFT p95 (model)": (
+            "histogram_quantile(0.95, sum by (le) (vllm:time_to_first_token_seconds_bucket))",
+            "{:.0f} ms",
+            1000,
+        ),
+        "generated tokens": ("sum(vllm:generation_tokens_total)", "{:.0f}", 1),
+        "completed runs": ('sum(leave_loop_runs_total{status="completed"})', "{:.0f}", 1),
+        "run latency p95": (
+            "histogram_quantile(0.95, sum by (le) (leave_loop_run_duration_seconds_bucket))",
+            "{:.2f} s",
+            1,
+        ),
+    }
+    print(f"\nRead back from Prometheus ({prometheus_url}):")
+    for name, (expression, form, scale) in figures.items():
+        value = prometheus.query(prometheus_url, expression)
+        print(f"  {name:<18} {form.format(value * scale) if value is not None else 'no data'}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     stack.up(services, reset=True)
     loop_url = next(s.url for s in services if s.name == "loop")
     ok = run_scenarios(loop_url)
+    monitor = next((s for s in services if s.name == "prometheus"), None)
+    if monitor is not None:
+        print_live_figures(monitor.url, loop_url)
     print_urls(services)
     if not ok:
         print("\nsome scenarios did not go as expected: see above and .run/logs/", file=sys.stderr)

@@ -82,3 +82,43 @@ def check_config(config_path: Path) -> str:
         [promtool, "check", "config", str(config_path)], capture_output=True, text=True
     )
     return "" if done.returncode == 0 else (done.stdout + done.stderr).strip()
+
+
+def local_service(project: dict[str, Any], services: list[Any], run_dir: Path) -> Any | None:
+    """The local stack's Prometheus (a LocalService), or None when no binary is installed.
+
+    Its port is compose's published Prometheus port; its config is written under run_dir.
+    """
+    from .localstack import LocalService
+
+    if binary() is None:
+        return None
+    published = [
+        int(p["published"])
+        for p in project["services"]["prometheus"].get("ports", [])
+        if p.get("published")
+    ]
+    listen = f"127.0.0.1:{published[0] if published else 9090}"
+    targets = {s.name: f"127.0.0.1:{s.host_port}" for s in services if s.host_port}
+    # 2 s: the demo's few seconds of traffic then have enough samples to read back
+    config = write_config(
+        run_dir / "prometheus" / "prometheus.yml", local_config(targets, listen, "2s")
+    )
+    port = int(listen.rsplit(":", 1)[1])
+    return LocalService(
+        "prometheus",
+        command(config, run_dir / "prometheus" / "data", listen),
+        {},
+        port,
+        port,
+        "/-/ready",
+    )
+
+
+def query(url: str, expression: str) -> float | None:
+    """One instant value, or None when the query has no data."""
+    import httpx
+
+    answer = httpx.get(f"{url}/api/v1/query", params={"query": expression}, timeout=5).json()
+    result = answer.get("data", {}).get("result", [])
+    return float(result[0]["value"][1]) if result else None
