@@ -39,22 +39,28 @@ def print_urls(services) -> None:  # type: ignore[no-untyped-def]
     )
 
 
-def print_live_figures(prometheus_url: str, loop_url: str, timeout: float = 20) -> None:
+def print_live_figures(
+    prometheus_url: str, loop_url: str, model_url: str, timeout: float = 20
+) -> None:
     """A few of the demo's own figures, read back from Prometheus once it has scraped them."""
     import threading
     import time
 
     import httpx
 
-    runs = sum(
-        float(line.split()[-1])
-        for line in httpx.get(f"{loop_url}/metrics", timeout=5).text.splitlines()
-        if line.startswith("leave_loop_runs_total")
-    )
+    def own_total(url: str, metric: str) -> float:
+        lines = httpx.get(f"{url}/metrics", timeout=5).text.splitlines()
+        return sum(float(line.split()[-1]) for line in lines if line.startswith(metric))
+
+    # each job is scraped on its own schedule: wait until both have the demo's final counts
+    expected = {
+        "sum(leave_loop_runs_total)": own_total(loop_url, "leave_loop_runs_total"),
+        "sum(vllm:generation_tokens_total)": own_total(model_url, "vllm:generation_tokens_total"),
+    }
     deadline, pause = time.monotonic() + timeout, threading.Event()
-    while prometheus.query(prometheus_url, "sum(leave_loop_runs_total)") != runs:
+    while any(prometheus.query(prometheus_url, q) != v for q, v in expected.items()):
         if time.monotonic() > deadline:
-            print(f"\nPrometheus had not scraped the demo's runs after {timeout:.0f} s")
+            print(f"\nPrometheus had not scraped the demo's figures after {timeout:.0f} s")
             return
         pause.wait(0.5)
     # cumulative since the stack started, which for the demo's fresh stack is the demo
@@ -151,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     ok = run_scenarios(loop_url)
     monitor = next((s for s in services if s.name == "prometheus"), None)
     if monitor is not None:
-        print_live_figures(monitor.url, loop_url)
+        model_url = next(s.url for s in services if s.name == "vllm")
+        print_live_figures(monitor.url, loop_url, model_url)
     print_urls(services)
     if not ok:
         print("\nsome scenarios did not go as expected: see above and .run/logs/", file=sys.stderr)
