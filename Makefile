@@ -121,7 +121,7 @@ up-sim: $(SYNCED) ## Docker host without GPU: the same stack with the simulator 
 
 .PHONY: test-compose
 test-compose: $(SYNCED) ## tier: build the image and run the compose stack in real containers (podman; root)
-	$(PY) -m pytest -m containers tests/containers -p no:cacheprovider
+	$(PY) -m pytest -m containers tests/containers -p no:cacheprovider -s
 
 .PHONY: down
 down: ## stop and remove the compose stack (volumes are kept)
