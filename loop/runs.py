@@ -187,15 +187,10 @@ class RunManager:
         stream: bool,
         history: list[dict[str, Any]] | None = None,
     ) -> ActiveRun:
-        user_key = token_key(token)
-        if session_id is not None:
-            owner = await anyio.to_thread.run_sync(self.store.session_owner, session_id)
-            if owner is not None and owner != user_key:
-                session_id = None  # another user's session id: start a fresh one instead
         run = ActiveRun(
             id=f"run_{secrets.token_hex(8)}",
-            user_key=user_key,
-            session_id=session_id or f"ses_{secrets.token_hex(8)}",
+            user_key=token_key(token),
+            session_id=session_id or _new_session_id(),
             input=user_input,
             confirm=confirm,
             history=history,
@@ -224,6 +219,8 @@ class RunManager:
                     if run.history is not None:
                         history = run.history
                     else:
+                        await self._claim_session(run)
+                        record.session_id = run.session_id
                         history = await anyio.to_thread.run_sync(
                             self.store.history, run.session_id, run.user_key
                         )
@@ -253,19 +250,30 @@ class RunManager:
         self.active.pop(run.id, None)
         return final
 
+    async def _claim_session(self, run: ActiveRun) -> None:
+        """The session becomes the run's user's before anything is read or written; another
+        user's session id gets a fresh session instead (ownership is settled by the store,
+        atomically, so two users racing on one new id cannot both have it)."""
+        while not await anyio.to_thread.run_sync(
+            self.store.claim_session, run.session_id, run.user_key
+        ):
+            run.session_id = _new_session_id()
+
     async def _remember(
         self, run: ActiveRun, record: RunRecord, result: RunResult, history: list[dict[str, Any]]
     ) -> None:
         self._record(record, result, history)
         await anyio.to_thread.run_sync(self.store.save_run, record)
         if run.remember and result.status in ("completed", "max_turns"):
-            await anyio.to_thread.run_sync(
+            appended = await anyio.to_thread.run_sync(
                 self.store.append_history,
                 run.session_id,
                 run.user_key,
                 result.messages,
                 self._session_max,
             )
+            if not appended:  # cannot happen after the claim; never write into another's
+                logger.warning("run %s: session belongs to another user; not remembered", run.id)
 
     def _count(self, run: ActiveRun, result: RunResult) -> None:
         metrics = self.metrics
@@ -379,6 +387,10 @@ class RunManager:
     def mark_interrupted(self) -> int:
         """Runs left "running" by a previous process never finish: say so in their records."""
         return self.store.mark_interrupted()
+
+
+def _new_session_id() -> str:
+    return f"ses_{secrets.token_hex(8)}"
 
 
 def _empty_result(run: ActiveRun, status: str, reason: str) -> RunResult:

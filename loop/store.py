@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from sqlalchemy import JSON, DateTime, Integer, String, Text, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
 from common.sqlite import create_engine_for, utcnow
@@ -104,16 +105,34 @@ class RunStore:
             record = s.get(SessionRecord, session_id)
             return record.user_key if record else None
 
+    def claim_session(self, session_id: str, user_key: str) -> bool:
+        """Make the session the user's if it is nobody's yet, in one transaction; True when it
+        is (now) the user's. The first user of a session id owns it for good."""
+        try:
+            with self._writer() as s, s.begin():
+                record = s.get(SessionRecord, session_id)
+                if record is None:
+                    s.add(SessionRecord(id=session_id, user_key=user_key, messages=[]))
+                    return True
+                return record.user_key == user_key
+        except IntegrityError:  # a concurrent writer created it first (databases without
+            # SQLite's up-front write lock): whoever won owns it
+            return self.session_owner(session_id) == user_key
+
     def append_history(
         self, session_id: str, user_key: str, messages: list[dict[str, Any]], limit: int
-    ) -> None:
+    ) -> bool:
+        """Append to the user's own session; False (and nothing written) for anyone else's."""
         with self._writer() as s, s.begin():
             record = s.get(SessionRecord, session_id)
             if record is None:
                 record = SessionRecord(id=session_id, user_key=user_key, messages=[])
                 s.add(record)
+            elif record.user_key != user_key:
+                return False
             record.messages = bounded_history([*record.messages, *messages], limit)
             record.updated_at = utcnow()
+            return True
 
     def mark_interrupted(self) -> int:
         with self._writer() as s, s.begin():

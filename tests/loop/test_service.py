@@ -96,6 +96,51 @@ def test_a_follow_up_in_the_same_session_acts_on_the_leave_just_discussed(stack)
     assert httpx.get(f"{stack.loop}/v1/runs/{first['id']}", headers=EMPLOYEE).status_code == 404
 
 
+def test_a_session_id_first_used_by_one_user_never_collects_anothers_run(stack):
+    """One user waits on a confirmation in a brand-new session; meanwhile another user runs
+    with the same session id and finishes first. Neither history may hold the other's run."""
+    from loop.mcp_pool import token_key
+    from loop.store import RunStore
+
+    session = "raced-session"
+    waiting = {"input": "取消我年度健康檢查那張假", "session_id": session, "stream": True}
+    with (
+        httpx.Client(base_url=stack.loop, headers=MANAGER, timeout=30) as http,
+        http.stream("POST", "/v1/runs", json=waiting) as response,
+    ):
+        run_id, kind, manager_final = "", "", {}
+        for line in response.iter_lines():
+            if line.startswith("event: "):
+                kind = line[7:]
+            elif line.startswith("data: "):
+                data = json.loads(line[6:])
+                run_id = run_id or data["id"]
+                if kind == "confirmation.requested":
+                    other = post_run(
+                        stack, {"input": "我的假期餘額還有多少？", "session_id": session}
+                    )
+                    assert other.json()["status"] == "completed"
+                    http.post(
+                        f"/v1/runs/{run_id}/confirmations/{data['confirmation_id']}",
+                        json={"action": "decline"},
+                    )
+                if kind == "run.finished":
+                    manager_final = data
+    employee_final = other.json()
+    assert manager_final["session_id"] == session  # the first user owns it
+    assert employee_final["session_id"] != session
+    store = RunStore(stack.store_url)
+    try:
+        for final, token, text in (
+            (manager_final, "demo-token-manager", "取消我年度健康檢查那張假"),
+            (employee_final, "demo-token-employee", "我的假期餘額還有多少？"),
+        ):
+            history = store.history(final["session_id"], token_key(token))
+            assert [m["content"] for m in history if m["role"] == "user"] == [text]
+    finally:
+        store.dispose()
+
+
 @pytest.mark.parametrize(
     ("fault", "status", "check"),
     [
