@@ -23,6 +23,11 @@ SYSTEM_PROMPT = (
 )
 ERROR_PREFIX = "[工具執行失敗]"
 MAX_TURNS_ANSWER = "已達最大輪次上限，未能完成任務。"
+UNAVAILABLE_ANSWER = "差勤系統暫時無法連線，這次的請求沒有完成，請稍後再試。"
+UNAVAILABLE_WRITE_ANSWER = (
+    "差勤系統在處理 {tools} 時中斷連線，無法確認這個變更是否已經生效。"
+    "請稍後用「查一下我的假單」確認假單目前的狀態，再決定是否重做。"
+)
 STOPPED_TOOL_TEXT = "已記錄最終結果。"
 
 # A tool call written as text: hermes/Qwen <tool_call> tags, or a JSON object naming a tool.
@@ -45,6 +50,11 @@ class ModelError(Exception):
     """The model endpoint could not give an answer (after retries)."""
 
 
+class ToolsUnavailable(Exception):
+    """The tool server could not be reached, or the connection broke during a call (so a write
+    may or may not have been applied)."""
+
+
 class Model(Protocol):
     async def complete(
         self,
@@ -60,6 +70,7 @@ class ToolInfo:
     description: str
     parameters: dict[str, Any]
     needs_confirmation: bool = False
+    read_only: bool = False
 
     def openai_tool(self) -> dict[str, Any]:
         return {
@@ -158,7 +169,10 @@ class AgentLoop:
         config = self.config
         state = _RunState(user_input)
         try:
-            catalogue = {t.name: t for t in await tools.list()}
+            try:
+                catalogue = {t.name: t for t in await tools.list()}
+            except ToolsUnavailable as error:
+                return state.result("failed", UNAVAILABLE_ANSWER, reason=_unavailable(error))
             state.tools = [t.openai_tool() for t in catalogue.values()]
             prefix = [{"role": "system", "content": config.system_prompt}, *history]
             for turn in range(1, config.max_turns + 1):
@@ -175,6 +189,8 @@ class AgentLoop:
                 if stop_call is not None:
                     return self._finish_with_stop_tool(stop_call, calls, state)
                 await self._run_tool_calls(calls, catalogue, tools, state, emit)
+                if state.unreachable:  # the model would only guess: end and say so
+                    return self._finish_unreachable(catalogue, state)
             return state.result("max_turns", MAX_TURNS_ANSWER, reason="max_turns")
         except ModelError as error:
             return state.result("failed", "", reason=f"model_error: {error}")
@@ -210,6 +226,16 @@ class AgentLoop:
         state.close(step)
         await emit("model.finished", {"turn": state.turns, "step": step.to_dict()})
         return reply
+
+    @staticmethod
+    def _finish_unreachable(catalogue: dict[str, ToolInfo], state: _RunState) -> RunResult:
+        writes = [n for n, _ in state.unreachable if not catalogue[n].read_only]
+        answer = (
+            UNAVAILABLE_WRITE_ANSWER.format(tools="、".join(dict.fromkeys(writes)))
+            if writes
+            else UNAVAILABLE_ANSWER
+        )
+        return state.result("failed", answer, reason=_unavailable(state.unreachable[0][1]))
 
     async def _finish_text(
         self,
@@ -313,6 +339,10 @@ class AgentLoop:
                 step.error = "cancelled"
                 state.close(step)
                 raise
+            except ToolsUnavailable as error:
+                text = f"{ERROR_PREFIX} 差勤系統暫時無法連線，工具 {name} 沒有回應。"
+                step.error = f"unavailable: {error}"
+                state.unreachable.append((name, error))
             except Exception as error:  # a tool failure is the model's to read, not a crash
                 text = f"{ERROR_PREFIX} 工具 {name} 暫時無法使用（{type(error).__name__}）。"
                 step.error = f"{type(error).__name__}: {error}"
@@ -338,6 +368,7 @@ class _RunState:
         self.completion_tokens = 0
         self.pending: list[str] = []
         self.detections: list[str] = []
+        self.unreachable: list[tuple[str, ToolsUnavailable]] = []  # tool name, why
         self._clocks: dict[int, float] = {}
 
     def step(self, kind: str, name: str) -> Step:
@@ -377,6 +408,10 @@ class _RunState:
             reason=reason,
             detections=self.detections,
         )
+
+
+def _unavailable(error: ToolsUnavailable) -> str:
+    return f"tools_unavailable: {error}"
 
 
 def _as_appended(message: dict[str, Any]) -> dict[str, Any]:

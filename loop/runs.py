@@ -13,7 +13,7 @@ from typing import Any
 import anyio.to_thread
 from mcp.types import ElicitResult
 
-from .engine import AgentLoop, LoopConfig, Model, RunResult, ToolInfo, ToolResult
+from .engine import AgentLoop, LoopConfig, Model, RunResult, ToolInfo, ToolResult, ToolsUnavailable
 from .mcp_pool import McpConnection, McpPool, McpUnavailable, current_confirm_handler, token_key
 from .metrics import LoopMetrics
 from .store import RunRecord, RunStore, utcnow
@@ -84,11 +84,18 @@ class RunTools:
         return self._connection
 
     async def list(self) -> list[ToolInfo]:
-        specs = await (await self._conn()).tools()
+        try:
+            specs = await (await self._conn()).tools()
+        except McpUnavailable as error:
+            raise ToolsUnavailable(str(error)) from error
         self._specs = {s.name: s for s in specs}
         return [
             ToolInfo(
-                s.name, s.description, s.openai_tool()["function"]["parameters"], s.destructive
+                s.name,
+                s.description,
+                s.openai_tool()["function"]["parameters"],
+                s.destructive,
+                s.read_only,
             )
             for s in specs
         ]
@@ -100,13 +107,17 @@ class RunTools:
         reset = current_confirm_handler.set(self._confirm)
         try:
             try:
-                result = await (await self._conn()).call(name, arguments)
-            except McpUnavailable:
-                spec = self._specs.get(name)
-                if spec is None or not spec.read_only:
-                    raise  # the call may have been applied: never repeat a write blindly
-                self._connection = None  # reconnect once and repeat the read
-                result = await (await self._conn()).call(name, arguments)
+                try:
+                    result = await (await self._conn()).call(name, arguments)
+                except McpUnavailable:
+                    spec = self._specs.get(name)
+                    if spec is None or not spec.read_only:
+                        raise  # the call may have been applied: never repeat a write blindly
+                    self._connection = None  # reconnect once and repeat the read
+                    result = await (await self._conn()).call(name, arguments)
+            except McpUnavailable as error:
+                outcome = "unavailable"
+                raise ToolsUnavailable(str(error)) from error
             outcome = "tool_error" if result.is_error else "ok"
             return ToolResult(result.text, result.is_error, result.structured)
         finally:

@@ -19,6 +19,7 @@ from loop.engine import (
     ModelReply,
     ToolInfo,
     ToolResult,
+    ToolsUnavailable,
 )
 
 
@@ -285,3 +286,33 @@ async def test_every_step_is_recorded_with_timing_and_tokens():
         "answer.delta",
         "model.finished",
     ]
+
+
+async def test_unreachable_tools_end_the_run_as_failed_without_asking_the_model_again():
+    def unreachable(_):
+        raise ToolsUnavailable("MCP connection lost: Connection closed")
+
+    model = ScriptedModel(
+        calls(call("search_leaves", {}, "r"), call("update_leave_status", {}, "w")),
+        text("已完成。"),  # never asked: it would only guess
+    )
+    tools = FakeTools({"search_leaves": lambda a: "[]", "update_leave_status": unreachable})
+    result = await AgentLoop(model).run("go", tools)
+    assert result.status == "failed"
+    assert result.reason == "tools_unavailable: MCP connection lost: Connection closed"
+    assert "update_leave_status" in result.answer and "無法確認" in result.answer
+    assert len(model.seen) == 1
+    assert_every_call_answered_once(result.messages)
+
+
+async def test_tools_unreachable_at_the_start_fail_the_run_with_the_reason():
+    class Down(FakeTools):
+        async def list(self):
+            raise ToolsUnavailable("cannot connect to the MCP server: ConnectError")
+
+    result = await AgentLoop(ScriptedModel()).run("go", Down({}))
+    assert (result.status, result.reason) == (
+        "failed",
+        "tools_unavailable: cannot connect to the MCP server: ConnectError",
+    )
+    assert result.answer
