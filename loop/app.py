@@ -18,7 +18,7 @@ from mcp.types import ElicitResult
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field
 
-from common.chat import content_text
+from common.chat import InvalidContent, content_text
 
 from .engine import LoopConfig, Step
 from .mcp_pool import McpPool, McpUnauthorized, McpUnavailable
@@ -277,20 +277,13 @@ def create_app(settings: LoopSettings | None = None) -> FastAPI:
         user message is the request; earlier user/assistant messages are its history.
         Confirmations are declined (a non-interactive caller never confirms by accident)."""
         if body.model != settings.agent_model_name:
-            return JSONResponse(
-                {
-                    "error": {
-                        "message": f"The model `{body.model}` does not exist.",
-                        "type": "NotFoundError",
-                        "param": "model",
-                        "code": 404,
-                    }
-                },
-                status_code=404,
+            return _openai_error(
+                404, f"The model `{body.model}` does not exist.", "model", "NotFoundError"
             )
-        user_input, history = _split_chat(body.messages)
-        if not user_input:
-            raise HTTPException(400, "the last message must be a user message with text")
+        try:
+            user_input, history = _split_chat(body.messages)
+        except BadChat as error:
+            return _openai_error(400, str(error), error.param)
         manager = manager_of(request)
         run = await manager.start(
             user.token,
@@ -319,15 +312,35 @@ async def _sse(manager: RunManager, run: Any) -> AsyncIterator[bytes]:
         yield f"event: {kind}\ndata: {payload}\n\n".encode()
 
 
+class BadChat(ValueError):
+    """A chat request the facade cannot run; `param` names the offending field."""
+
+    def __init__(self, message: str, param: str) -> None:
+        super().__init__(message)
+        self.param = param
+
+
 def _split_chat(messages: list[ChatMessage]) -> tuple[str, list[dict[str, Any]]]:
-    texts = [
-        {"role": m.role, "content": content_text(m.content)}
-        for m in messages
-        if m.role in ("user", "assistant") and content_text(m.content)
-    ]
+    """(the request, its history) from an OpenAI transcript; raises BadChat."""
+    texts = []
+    for i, message in enumerate(messages):
+        try:
+            text = content_text(message.content)
+        except InvalidContent as error:
+            raise BadChat(f"messages[{i}].{error}", f"messages[{i}].content") from None
+        if message.role in ("user", "assistant") and text:
+            texts.append({"role": message.role, "content": text})
     if not texts or texts[-1]["role"] != "user" or messages[-1].role != "user":
-        return "", []
+        raise BadChat("the last message must be a user message with text", "messages")
     return texts[-1]["content"], texts[:-1]
+
+
+def _openai_error(
+    status: int, message: str, param: str | None, error_type: str = "BadRequestError"
+) -> JSONResponse:
+    """An error in the OpenAI API's shape, which OpenAI clients read."""
+    body = {"error": {"message": message, "type": error_type, "param": param, "code": status}}
+    return JSONResponse(body, status_code=status)
 
 
 def _completion(completion_id: str, model: str, final: dict[str, Any]) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from common.chat import content_text
+from common.chat import InvalidContent, content_text
 
 from . import tokens
 from .errors import ApiError
@@ -57,6 +57,10 @@ def parse(body: bytes, *, strict: bool, max_model_len: int) -> ChatRequest:
     for i, message in enumerate(messages):
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
             raise ApiError(400, f"messages[{i}] must be an object with a role", param="messages")
+        try:
+            content_text(message.get("content"))
+        except InvalidContent as error:
+            raise ApiError(400, f"messages[{i}].{error}", param=f"messages[{i}].content") from None
 
     tools = data.get("tools") or []
     if not isinstance(tools, list) or not all(_is_function_tool(t) for t in tools):

@@ -319,6 +319,28 @@ def test_facade_through_the_official_openai_client(stack):
         client.chat.completions.create(model="gpt-4", messages=[{"role": "user", "content": "hi"}])
 
 
+@pytest.mark.parametrize(
+    ("messages", "says", "param"),
+    [
+        (
+            [{"role": "user", "content": [{"type": "text", "text": 123}]}],
+            "messages[0].content[0].text must be a string",
+            "messages[0].content",
+        ),
+        (
+            [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}],
+            "the last message must be a user message with text",
+            "messages",
+        ),
+    ],
+)
+def test_facade_answers_a_malformed_chat_with_a_clear_400(stack, messages, says, param):
+    client = openai.OpenAI(base_url=f"{stack.loop}/v1", api_key="demo-token-manager", max_retries=0)
+    with pytest.raises(openai.BadRequestError) as error:
+        client.chat.completions.create(model="leave-copilot-agent", messages=messages)
+    assert error.value.body["message"] == says and error.value.body["param"] == param
+
+
 def test_readiness_and_metrics_report_what_happened(stack):
     ready = httpx.get(f"{stack.loop}/readyz").json()
     assert ready == {"status": "ready", "model": "ok", "mcp": "ok"}
