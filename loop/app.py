@@ -5,6 +5,8 @@
 
 import asyncio
 import json
+import logging
+import re
 import secrets
 import time
 from collections.abc import AsyncIterator
@@ -28,7 +30,11 @@ from .runs import ConfirmationAlreadyAnswered, RunManager, UnknownConfirmation, 
 from .settings import LoopSettings
 from .store import RunStore
 
+logger = logging.getLogger(__name__)
 SESSION_ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
+# RFC 6750 b64token: what a bearer token may contain; anything else is refused before it is
+# put into a header of our own (a non-ASCII one cannot even be encoded there).
+BEARER_TOKEN = re.compile(r"[A-Za-z0-9._~+/-]+=*")
 
 
 class RunRequest(BaseModel):
@@ -156,14 +162,17 @@ def create_app(settings: LoopSettings | None = None) -> FastAPI:
         if not authorization or not authorization.lower().startswith("bearer "):
             raise HTTPException(401, "missing bearer token", {"WWW-Authenticate": "Bearer"})
         token = authorization[7:].strip()
+        if not BEARER_TOKEN.fullmatch(token):
+            raise HTTPException(401, "malformed bearer token", {"WWW-Authenticate": "Bearer"})
         try:
             key = await manager_of(request).authenticate(token)
         except McpUnauthorized:
             raise HTTPException(
                 401, "the leave system does not accept this token", {"WWW-Authenticate": "Bearer"}
             ) from None
-        except McpUnavailable as error:
-            raise HTTPException(503, f"the leave MCP server is unavailable: {error}") from None
+        except McpUnavailable as error:  # the detail is for the operator, not the caller
+            logger.warning("authentication: %s", error)
+            raise HTTPException(503, "the leave MCP server is unavailable") from None
         return User(token=token, key=key)
 
     Authenticated = Annotated[User, Depends(current_user)]

@@ -292,6 +292,19 @@ def test_auth_is_required_and_checked_by_the_mcp_server(stack):
     assert httpx.get(f"{stack.loop}/metrics").status_code == 200
 
 
+@pytest.mark.parametrize(
+    "authorization",
+    ["Bearer tökén".encode(), b"Bearer demo token", b"Bearer \xff\xfe"],
+)
+def test_a_malformed_bearer_token_is_401_without_internals(stack, authorization):
+    response = httpx.post(
+        f"{stack.loop}/v1/runs", json={"input": "x"}, headers={"Authorization": authorization}
+    )
+    assert response.status_code == 401, response.text
+    assert response.json() == {"detail": "malformed bearer token"}
+    assert response.headers["www-authenticate"] == "Bearer"
+
+
 def test_bad_requests_get_a_clear_422(stack):
     assert post_run(stack, {"input": ""}).status_code == 422
     assert post_run(stack, {"input": "x", "confirm": "always"}).status_code == 422
