@@ -21,9 +21,11 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field
 
 from common.chat import InvalidContent, content_text
+from common.limits import HeaderSizeLimit
 
+from .auth_guard import FailureLimiter, RejectedTokens
 from .engine import LoopConfig, Step
-from .mcp_pool import McpPool, McpUnauthorized, McpUnavailable
+from .mcp_pool import McpPool, McpUnauthorized, McpUnavailable, token_key
 from .metrics import LoopMetrics
 from .model import OpenAIChatModel
 from .runs import ConfirmationAlreadyAnswered, RunManager, UnknownConfirmation, accept_content
@@ -92,6 +94,8 @@ class User(BaseModel):
 def create_app(settings: LoopSettings | None = None) -> FastAPI:
     settings = settings or LoopSettings()
     metrics = LoopMetrics()
+    rejected = RejectedTokens(settings.rejected_token_cache_seconds)
+    limiter = FailureLimiter(settings.auth_failure_limit, settings.auth_failure_window_seconds)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -153,6 +157,9 @@ def create_app(settings: LoopSettings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
 
+    # Outermost: an oversized header is refused before anything reads or forwards it.
+    app.add_middleware(HeaderSizeLimit, max_bytes=settings.max_header_bytes)
+
     def manager_of(request: Request) -> RunManager:
         return request.app.state.manager
 
@@ -162,14 +169,30 @@ def create_app(settings: LoopSettings | None = None) -> FastAPI:
         if not authorization or not authorization.lower().startswith("bearer "):
             raise HTTPException(401, "missing bearer token", {"WWW-Authenticate": "Bearer"})
         token = authorization[7:].strip()
-        if not BEARER_TOKEN.fullmatch(token):
-            raise HTTPException(401, "malformed bearer token", {"WWW-Authenticate": "Bearer"})
-        try:
-            key = await manager_of(request).authenticate(token)
-        except McpUnauthorized:
+        manager = manager_of(request)
+        if manager.pool.has_open(token):  # accepted before: costs nothing to let through
+            return User(token=token, key=token_key(token))
+        client = request.client.host if request.client else "unknown"
+        wait = limiter.retry_after(client)
+        if wait:
             raise HTTPException(
-                401, "the leave system does not accept this token", {"WWW-Authenticate": "Bearer"}
-            ) from None
+                429, "too many failed authentications; try again later", {"Retry-After": str(wait)}
+            )
+
+        def refused(detail: str) -> HTTPException:
+            limiter.failed(client)
+            return HTTPException(401, detail, {"WWW-Authenticate": "Bearer"})
+
+        if not BEARER_TOKEN.fullmatch(token):
+            raise refused("malformed bearer token")
+        key = token_key(token)
+        if key in rejected:
+            raise refused("the leave system does not accept this token")
+        try:
+            await manager.authenticate(token)
+        except McpUnauthorized:
+            rejected.add(key)
+            raise refused("the leave system does not accept this token") from None
         except McpUnavailable as error:  # the detail is for the operator, not the caller
             logger.warning("authentication: %s", error)
             raise HTTPException(503, "the leave MCP server is unavailable") from None

@@ -233,6 +233,11 @@ class McpPool:
         self._locks: dict[str, asyncio.Lock] = {}
         self.connects = 0  # for metrics and the benchmark
 
+    def has_open(self, token: str) -> bool:
+        """True when this token already has a live connection (the server accepted it)."""
+        existing = self._connections.get(token_key(token))
+        return existing is not None and existing.alive
+
     async def connection(self, token: str) -> McpConnection:
         key = token_key(token)
         existing = self._connections.get(key)
@@ -273,6 +278,10 @@ class McpPool:
             connection = self._connections.pop(key, None)
             if connection is not None:
                 await connection.close()
+        # Tokens that never got a connection (refused ones) must not leave a lock behind each.
+        for key in [k for k, lock in self._locks.items() if k not in self._connections]:
+            if not self._locks[key].locked():
+                del self._locks[key]
 
     async def close(self) -> None:
         connections, self._connections = list(self._connections.values()), {}

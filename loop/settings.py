@@ -36,6 +36,14 @@ class LoopSettings(BaseSettings):
     store_url: str = "sqlite:///var/loop.db"
     agent_model_name: str = Field("leave-copilot-agent", description="Model name of the facade.")
     trace_log: bool = Field(False, description="Log OpenTelemetry-GenAI-named spans per run.")
+    max_header_bytes: int = Field(16384, ge=1024, description="Larger request headers → 431.")
+    rejected_token_cache_seconds: float = Field(
+        30.0, ge=0, description="How long a token the MCP server refused is refused unasked."
+    )
+    auth_failure_limit: int = Field(
+        20, ge=1, description="Failed authentications per client address per window."
+    )
+    auth_failure_window_seconds: float = Field(60.0, gt=0)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
 
     @field_validator("stop_tools", mode="before")
