@@ -20,6 +20,10 @@ from .storage import ApiToken, AuditEntry, Balance, Database, Employee, Leave, u
 
 HOURS_PER_DAY = 8
 MAX_SEARCH_RESULTS = 20
+# Every word of a search is one more OR of LIKEs that must all hold: unbounded input would build
+# an expression SQLite refuses (~1,000 words) or spends seconds of CPU on.
+MAX_KEYWORD_CHARS = 100
+MAX_KEYWORD_WORDS = 8
 
 # canonical type -> aliases a model or a person may use
 LEAVE_TYPES: dict[str, tuple[str, ...]] = {
@@ -105,6 +109,13 @@ class LeaveService:
     def search(self, actor_id: str, keyword: str, status: str | None) -> list[LeaveView]:
         if status is not None and status not in ALL_STATUSES:
             raise Refusal("invalid_status", requested=status)
+        words = keyword.split()
+        if len(keyword) > MAX_KEYWORD_CHARS or len(words) > MAX_KEYWORD_WORDS:
+            raise Refusal(
+                "keyword_too_long",
+                max_chars=MAX_KEYWORD_CHARS,
+                max_words=MAX_KEYWORD_WORDS,
+            )
         with self.db.read() as s:
             actor = self._employee(s, actor_id)
             query = (
@@ -114,7 +125,7 @@ class LeaveService:
             )
             if status:
                 query = query.where(Leave.status == status)
-            for term in keyword.split():  # every word must match somewhere
+            for term in words:  # every word must match somewhere
                 query = query.where(_matches(term))
             rows = s.execute(
                 query.order_by(Leave.start_date.desc()).limit(MAX_SEARCH_RESULTS)

@@ -6,6 +6,7 @@
 import json
 import logging
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -24,12 +25,13 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from .auth import current_employee_id
-from .leaves import LeaveService
+from .leaves import MAX_KEYWORD_CHARS, MAX_KEYWORD_WORDS, LeaveService
 from .messages import CONFIRM_QUESTION, Refusal
 from .metrics import ServerMetrics
 from .schemas import BalanceResult, CancelResult, LeaveView, SearchResult, StatusChange
 
 logger = logging.getLogger(__name__)
+LOG_EXCERPT_CHARS = 300
 
 SERVER_NAME = "leave-mcp"
 INSTRUCTIONS = (
@@ -115,9 +117,15 @@ def build_server(
             return refused(tool, refusal)
         except _NotAuthenticated:
             return failed(tool, "internal_error")
-        except Exception:
-            # The client sees a generic text; the detail stays in the server log.
-            logger.exception("tool %s failed", tool)
+        except Exception as error:
+            # The client sees a generic text; the detail stays in the server log, bounded:
+            # a database error's text can quote the caller's input at any length.
+            logger.error(
+                "tool %s failed: %s\n%s",
+                tool,
+                log_excerpt(f"{type(error).__name__}: {error}"),
+                "".join(traceback.format_tb(error.__traceback__)),
+            )
             return failed(tool)
         finally:
             metrics.tool_duration.labels(tool).observe(time.perf_counter() - started)
@@ -130,7 +138,8 @@ def build_server(
             str,
             Field(
                 description="Words to find in the leave's reason, type or dates, e.g. 家庭旅遊, "
-                "特休 or 2026-12. Use an empty string to list all leaves."
+                f"特休 or 2026-12 (at most {MAX_KEYWORD_WORDS} words, {MAX_KEYWORD_CHARS} "
+                "characters). Use an empty string to list all leaves."
             ),
         ],
         status: Annotated[
@@ -250,6 +259,14 @@ def build_server(
         return await run(tool, work)
 
     return server
+
+
+def log_excerpt(text: str) -> str:
+    """At most LOG_EXCERPT_CHARS of `text`, on one line."""
+    flat = repr(text)[1:-1]
+    if len(flat) <= LOG_EXCERPT_CHARS:
+        return flat
+    return f"{flat[:LOG_EXCERPT_CHARS]}… ({len(flat)} characters)"
 
 
 def _search(service: LeaveService, actor_id: str, keyword: str, status: str | None) -> SearchResult:

@@ -290,3 +290,20 @@ async def test_fifty_concurrent_conflicting_decisions_apply_exactly_once(mcp_url
     assert [(e.to_status, e.outcome, e.actor_id) for e in decisions] == [
         (winner, "applied", "M001")
     ]
+
+
+@pytest.mark.parametrize("words", [1_000, 20_000])
+async def test_a_huge_search_keyword_is_refused_fast_and_kept_out_of_the_log(tmp_path, words):
+    db_url = f"sqlite:///{tmp_path / 'leave.db'}"
+    run_cli("seed", db_url=db_url)
+    port = free_port()
+    env = {"MCP_DATABASE_URL": db_url, "MCP_PORT": str(port)}
+    log = tmp_path / "mcp.log"
+    keyword = " ".join(f"詞{n}" for n in range(words))
+    with running(["mcp_server"], env, log, f"http://127.0.0.1:{port}/readyz"):
+        logged_before = log.stat().st_size
+        async with session(f"http://127.0.0.1:{port}/mcp", "demo-token-employee", "auto") as c:
+            with anyio.fail_after(10):
+                result = await c.call_tool("search_leaves", {"keyword": keyword})
+    assert error_code(result) == "keyword_too_long"
+    assert log.stat().st_size - logged_before < 2_000, log.read_text()[-2_000:]

@@ -78,6 +78,17 @@ async def test_search_is_scoped_to_the_caller_and_a_managers_reports(connect):
     assert len(team) == 1 and team[0]["employee_id"] == "E001"
 
 
+async def test_search_keywords_are_bounded_with_a_clear_refusal(connect):
+    async with connect("E001") as client:
+        eight = await client.call_tool("search_leaves", {"keyword": "家 庭 旅 遊 去 花 蓮 三"})
+        nine = await client.call_tool("search_leaves", {"keyword": "家 庭 旅 遊 去 花 蓮 三 天"})
+        long = await client.call_tool("search_leaves", {"keyword": "家" * 101})
+    assert not eight.is_error and eight.structured_content["count"] == 1
+    assert error_code(nine) == error_code(long) == "keyword_too_long"
+    text = nine.content[0].text
+    assert "8 個詞" in text and "100 個字元" in text
+
+
 async def test_balance_lists_every_type_after_approved_deductions(connect):
     async with connect("E001") as client:
         result = await client.call_tool("get_leave_balance", {})
