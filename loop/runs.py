@@ -21,6 +21,9 @@ from .tracing import log_run
 
 logger = logging.getLogger(__name__)
 CONFIRM_MODES = ("ask", "accept", "decline")
+# A cancelled run first lets the MCP server hear "cancel" for its open questions (so the server
+# audits them); a tool call that does not come back within this long is cut off regardless.
+CANCEL_GRACE_SECONDS = 5.0
 
 
 class UnknownConfirmation(LookupError):
@@ -50,6 +53,7 @@ class ActiveRun:
     confirmations: dict[str, PendingConfirmation] = field(default_factory=dict)
     history: list[dict[str, Any]] | None = None  # given by the caller instead of the session
     remember: bool = True  # append this run to its session's history
+    cancelling: bool = False  # cancelled while a confirmation was open: stop after its call
     task: asyncio.Task[dict[str, Any]] | None = None
     started: float = field(default_factory=time.perf_counter)
 
@@ -123,6 +127,8 @@ class RunTools:
         finally:
             current_confirm_handler.reset(reset)
             metrics.tool_duration.labels(name, outcome).observe(time.perf_counter() - started)
+            if self._run.cancelling and self._run.task is not None:
+                self._run.task.cancel()  # the server has had its answer: now stop the run
 
     async def _confirm(self, message: str, schema: dict[str, Any]) -> ElicitResult:
         run, metrics = self._run, self._manager.metrics
@@ -367,7 +373,16 @@ class RunManager:
         run = self.active.get(run_id)
         if run is None or run.user_key != user_key or run.task is None:
             return False
-        run.task.cancel()  # the loop answers pending tool calls and records "cancelled"
+        open_questions = [p for p in run.confirmations.values() if not p.answer.done()]
+        if not open_questions:
+            run.task.cancel()  # the loop answers pending tool calls and records "cancelled"
+            return True
+        # Answer "cancel" so that the MCP server hears it (and audits the abandoned
+        # confirmation), then stop the run once that call is back.
+        run.cancelling = True
+        for pending in open_questions:
+            pending.answer.set_result(ElicitResult(action="cancel"))
+        asyncio.get_running_loop().call_later(CANCEL_GRACE_SECONDS, run.task.cancel)
         return True
 
     async def record(self, run_id: str, user_key: str) -> dict[str, Any] | None:

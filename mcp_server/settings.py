@@ -31,6 +31,11 @@ class ServerSettings(BaseSettings):
     )
     # Seals elicitation state between rounds; share it across workers/replicas.
     elicitation_state_key: SecretStr | None = None
+    confirmation_ttl_seconds: float = Field(
+        600.0,
+        gt=0,
+        description="An unanswered confirmation expires, and is audited as abandoned, after this.",
+    )
     public_url: str | None = Field(
         None, description="Externally visible base URL, used in auth metadata."
     )

@@ -15,6 +15,7 @@ import anyio.to_thread
 from mcp.server.mcpserver import (
     AcceptedElicitation,
     CancelledElicitation,
+    Context,
     Elicit,
     ElicitationResult,
     MCPServer,
@@ -62,10 +63,17 @@ def build_server(
     *,
     language: str = "zh-TW",
     elicitation_state_key: str | None = None,
+    confirmation_ttl_seconds: float = 600.0,
     token_verifier: Any = None,
     auth: Any = None,
 ) -> MCPServer:
-    security = RequestStateSecurity(keys=[elicitation_state_key]) if elicitation_state_key else None
+    # An answer is accepted for `confirmation_ttl_seconds` after its question; after that the
+    # question counts as abandoned (see LeaveService.audit_abandoned).
+    security = (
+        RequestStateSecurity(keys=[elicitation_state_key], ttl=confirmation_ttl_seconds)
+        if elicitation_state_key
+        else RequestStateSecurity.ephemeral(ttl=confirmation_ttl_seconds)
+    )
     server = MCPServer(
         SERVER_NAME,
         instructions=INSTRUCTIONS,
@@ -205,14 +213,23 @@ def build_server(
 
         return await run("update_leave_status", work)
 
-    async def ask_to_cancel(leave_id: str) -> Elicit[CancelConfirmation] | _Refused:
-        # Runs again on every round of the modern protocol: reads only, same question each time.
+    async def ask_to_cancel(leave_id: str, ctx: Context) -> Elicit[CancelConfirmation] | _Refused:
+        # Runs again on every round of the modern protocol: same question each time, and the
+        # only write is on the round that asks (the one without answers), so that a question
+        # nobody answers still reaches the audit log (see audit_abandoned_confirmations).
+        employee_id = actor()
         try:
             view = await anyio.to_thread.run_sync(
-                lambda: service.check_cancellable(actor(), leave_id)
+                lambda: service.check_cancellable(employee_id, leave_id)
             )
         except Refusal as refusal:
             return _Refused(refusal)
+        if not ctx.input_responses:
+            await anyio.to_thread.run_sync(
+                lambda: service.confirmation_asked(
+                    employee_id, view.leave_id, "cancel_approved_leave"
+                )
+            )
         question = CONFIRM_QUESTION[language].format(**view.model_dump())
         return Elicit(question, CancelConfirmation)
 
@@ -241,7 +258,7 @@ def build_server(
             metrics.elicitations.labels(outcome).inc()
             employee_id = actor()
             await anyio.to_thread.run_sync(
-                lambda: service.record_unconfirmed(employee_id, leave_id, outcome)
+                lambda: service.record_not_applied(employee_id, leave_id, outcome)
             )
             return refused(tool, Refusal(f"confirmation_{outcome}", leave_id=leave_id))
         metrics.elicitations.labels("accepted").inc()

@@ -287,6 +287,35 @@ async def test_cancel_not_confirmed_changes_nothing_and_is_audited(
     )
 
 
+@pytest.mark.parametrize("action", ["accept", "decline", "cancel"])
+async def test_an_answered_confirmation_is_never_audited_as_abandoned(connect, service, action):
+    import datetime as dt
+
+    from mcp_server.storage import utcnow
+
+    async with connect("E001", Elicitations(action)) as client:
+        wedding = (await find(client, "婚禮"))[0]["leave_id"]
+        await client.call_tool("cancel_approved_leave", {"leave_id": wedding})
+    assert service.audit_abandoned(utcnow() + dt.timedelta(days=1)) == 0
+
+
+async def test_an_unanswered_confirmation_is_audited_as_abandoned_once(service):
+    import datetime as dt
+
+    from mcp_server.storage import utcnow
+
+    service.confirmation_asked("E001", "LV-000000", "cancel_approved_leave")
+    assert service.audit_abandoned(utcnow() - dt.timedelta(minutes=1)) == 0  # not yet stale
+    assert service.audit_abandoned(utcnow() + dt.timedelta(seconds=1)) == 1
+    assert service.audit_abandoned(utcnow() + dt.timedelta(seconds=1)) == 0
+    entry = service.audit_trail("LV-000000")[-1]
+    assert (entry.actor_id, entry.confirmation, entry.outcome) == (
+        "E001",
+        "abandoned",
+        "not_applied",
+    )
+
+
 async def test_cancel_on_a_leave_that_is_not_approved_asks_nothing(connect, service):
     asked = Elicitations("accept")
     async with connect("E001", asked) as client:
