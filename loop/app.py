@@ -91,15 +91,17 @@ class User(BaseModel):
     key: str
 
 
-def create_app(settings: LoopSettings | None = None) -> FastAPI:
+def create_app(settings: LoopSettings | None = None, store: RunStore | None = None) -> FastAPI:
+    """The loop's app; `store` if it is already open (the app disposes of it at shutdown)."""
     settings = settings or LoopSettings()
+    opened_store = store
     metrics = LoopMetrics()
     rejected = RejectedTokens(settings.rejected_token_cache_seconds)
     limiter = FailureLimiter(settings.auth_failure_limit, settings.auth_failure_window_seconds)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        store = RunStore(settings.store_url)
+        store = opened_store or RunStore(settings.store_url)
         pool = McpPool(
             settings.mcp_url,
             connect_timeout=settings.mcp_connect_timeout_seconds,

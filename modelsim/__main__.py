@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import sys
 
-from common.entrypoint import load_settings, serve
+from common.entrypoint import exit_on_startup_error, load_settings, serve
 
 
+@exit_on_startup_error
 def main() -> int:
     from .app import create_app
     from .settings import SimSettings
@@ -14,7 +15,7 @@ def main() -> int:
     settings = load_settings(SimSettings)
     if settings is None:
         return 2
-    serve(create_app(settings), settings.host, settings.port, settings.log_level)
+    serve(create_app(settings), settings)
     return 0
 
 
