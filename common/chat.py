@@ -22,8 +22,10 @@ def content_text(content: Any) -> str:
     for i, part in enumerate(content):
         if not isinstance(part, dict):
             raise InvalidContent(f"content[{i}] must be an object")
+        if not isinstance(part.get("type"), str):
+            raise InvalidContent(f"content[{i}].type must be a string")
         text = part.get("text", "")
-        if not isinstance(text, str) or (part.get("type") == "text" and "text" not in part):
+        if not isinstance(text, str) or (part["type"] == "text" and "text" not in part):
             raise InvalidContent(f"content[{i}].text must be a string")
         texts.append(text)
     return "".join(texts)

@@ -11,79 +11,47 @@ import secrets
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import httpx2
 from fastapi import Depends, FastAPI, Header, HTTPException, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.exception_handlers import request_validation_exception_handler
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from mcp.types import ElicitResult
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from common.chat import InvalidContent, content_text
 from common.limits import HeaderSizeLimit
 
 from .auth_guard import FailureLimiter, RejectedTokens
-from .engine import LoopConfig, Step
+from .engine import LoopConfig
 from .mcp_pool import McpPool, McpUnauthorized, McpUnavailable, token_key
 from .metrics import LoopMetrics
 from .model import OpenAIChatModel
 from .runs import ConfirmationAlreadyAnswered, RunManager, UnknownConfirmation, accept_content
+from .schemas import (
+    AUTH_ERRORS,
+    ChatMessage,
+    ChatRequest,
+    ConfirmationAnswer,
+    ConfirmationAnswered,
+    OpenAIError,
+    Readiness,
+    RunRecordView,
+    RunRequest,
+    RunResponse,
+    errors,
+)
 from .settings import LoopSettings
 from .store import RunStore
 
 logger = logging.getLogger(__name__)
-SESSION_ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
 # RFC 6750 b64token: what a bearer token may contain; anything else is refused before it is
 # put into a header of our own (a non-ASCII one cannot even be encoded there).
 BEARER_TOKEN = re.compile(r"[A-Za-z0-9._~+/-]+=*")
-
-
-class RunRequest(BaseModel):
-    input: str = Field(min_length=1, max_length=4000, description="The user's request.")
-    session_id: str | None = Field(
-        None, pattern=SESSION_ID_PATTERN, description="Continue this conversation."
-    )
-    stream: bool = Field(False, description="Server-Sent Events as the run happens.")
-    confirm: Literal["ask", "accept", "decline"] | None = Field(
-        None,
-        description="How confirmations are answered: ask the client (SSE event), or answer every "
-        "one automatically. Default: ask when streaming, decline otherwise.",
-    )
-
-
-class ConfirmationAnswer(BaseModel):
-    action: Literal["accept", "decline", "cancel"]
-    content: dict[str, Any] | None = None
-
-
-class Usage(BaseModel):
-    prompt_tokens: int
-    completion_tokens: int
-
-
-class RunResponse(BaseModel):
-    id: str
-    status: Literal["completed", "max_turns", "failed", "cancelled"]
-    answer: str
-    result: Any = None
-    reason: str | None = None
-    steps: list[Step]
-    usage: Usage
-    turns: int
-    session_id: str
-
-
-class ChatMessage(BaseModel):
-    role: str
-    content: Any = None
-
-
-class ChatRequest(BaseModel):
-    model: str
-    messages: list[ChatMessage] = Field(min_length=1)
-    stream: bool = False
-    stream_options: dict[str, Any] | None = None
+FACADE_PATH = "/v1/chat/completions"
 
 
 class User(BaseModel):
@@ -157,6 +125,7 @@ def create_app(settings: LoopSettings | None = None, store: RunStore | None = No
         description="A thin native agent loop between a tool-calling model and the leave MCP "
         "server: runs, streaming, confirmations over HTTP, sessions, step records.",
         lifespan=lifespan,
+        responses=errors(431),  # every route: see HeaderSizeLimit
     )
 
     # Outermost: an oversized header is refused before anything reads or forwards it.
@@ -206,7 +175,9 @@ def create_app(settings: LoopSettings | None = None, store: RunStore | None = No
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/readyz", tags=["health"])
+    @app.get(
+        "/readyz", tags=["health"], response_model=Readiness, responses={503: {"model": Readiness}}
+    )
     async def readyz(request: Request) -> JSONResponse:
         probe: httpx2.AsyncClient = request.app.state.probe
 
@@ -231,7 +202,12 @@ def create_app(settings: LoopSettings | None = None, store: RunStore | None = No
             status_code=200 if ready else 503,
         )
 
-    @app.get("/metrics", tags=["health"])
+    @app.get(
+        "/metrics",
+        tags=["health"],
+        response_class=PlainTextResponse,
+        responses={200: {"description": "Prometheus text exposition format."}},
+    )
     async def prometheus() -> Response:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
@@ -239,7 +215,7 @@ def create_app(settings: LoopSettings | None = None, store: RunStore | None = No
         "/v1/runs",
         tags=["runs"],
         response_model=RunResponse,
-        responses={200: {"content": {"text/event-stream": {}}}},
+        responses={200: {"content": {"text/event-stream": {}}}, **errors(*AUTH_ERRORS)},
     )
     async def create_run(body: RunRequest, user: Authenticated, request: Request) -> Response:
         """Run the agent on one request. With `stream: true` the answer is a stream of
@@ -254,14 +230,24 @@ def create_app(settings: LoopSettings | None = None, store: RunStore | None = No
             return JSONResponse(await asyncio.shield(run.task))
         return StreamingResponse(_sse(manager, run), media_type="text/event-stream")
 
-    @app.get("/v1/runs/{run_id}", tags=["runs"])
+    @app.get(
+        "/v1/runs/{run_id}",
+        tags=["runs"],
+        response_model=RunRecordView,
+        responses=errors(404, *AUTH_ERRORS),
+    )
     async def get_run(run_id: str, user: Authenticated, request: Request) -> dict[str, Any]:
         record = await manager_of(request).record(run_id, user.key)
         if record is None:
             raise HTTPException(404, "no such run")
         return record
 
-    @app.post("/v1/runs/{run_id}/cancel", tags=["runs"])
+    @app.post(
+        "/v1/runs/{run_id}/cancel",
+        tags=["runs"],
+        response_model=RunResponse,
+        responses=errors(404, *AUTH_ERRORS),
+    )
     async def cancel_run(run_id: str, user: Authenticated, request: Request) -> dict[str, Any]:
         manager = manager_of(request)
         run = manager.active.get(run_id)
@@ -269,7 +255,12 @@ def create_app(settings: LoopSettings | None = None, store: RunStore | None = No
             raise HTTPException(404, "no such running run")
         return await asyncio.shield(run.task)
 
-    @app.post("/v1/runs/{run_id}/confirmations/{confirmation_id}", tags=["runs"])
+    @app.post(
+        "/v1/runs/{run_id}/confirmations/{confirmation_id}",
+        tags=["runs"],
+        response_model=ConfirmationAnswered,
+        responses=errors(404, 409, *AUTH_ERRORS),
+    )
     async def answer_confirmation(
         run_id: str,
         confirmation_id: str,
@@ -303,7 +294,18 @@ def create_app(settings: LoopSettings | None = None, store: RunStore | None = No
             ],
         }
 
-    @app.post("/v1/chat/completions", tags=["openai"])
+    @app.post(
+        FACADE_PATH,
+        tags=["openai"],
+        responses={
+            200: {
+                "description": "A chat.completion, or chat.completion.chunk events when streaming.",
+                "content": {"application/json": {}, "text/event-stream": {}},
+            },
+            **errors(400, 404, model=OpenAIError),
+            **errors(*AUTH_ERRORS),
+        },
+    )
     async def chat_completions(
         body: ChatRequest, user: Authenticated, request: Request
     ) -> Response:
@@ -337,7 +339,34 @@ def create_app(settings: LoopSettings | None = None, store: RunStore | None = No
             media_type="text/event-stream",
         )
 
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, error: RequestValidationError) -> Response:
+        if request.url.path != FACADE_PATH:
+            return await request_validation_exception_handler(request, error)
+        # OpenAI clients expect a 400 in the OpenAI error shape, not FastAPI's 422.
+        first = error.errors()[0]
+        param = _param(first["loc"][1:])
+        return _openai_error(400, f"{param}: {first['msg']}", param)
+
+    document = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        """The generated document, minus the 422 FastAPI lists for the facade (which answers
+        invalid requests with 400, as the OpenAI API does)."""
+        schema = document()
+        schema["paths"][FACADE_PATH]["post"]["responses"].pop("422", None)
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
     return app
+
+
+def _param(loc: tuple[Any, ...]) -> str:
+    """A pydantic location as a JSON path: ("messages", 0, "role") → messages[0].role."""
+    path = ""
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}" if path else str(part)
+    return path or "body"
 
 
 async def _sse(manager: RunManager, run: Any) -> AsyncIterator[bytes]:

@@ -165,6 +165,7 @@ def test_malformed_body_and_absent_named_tool_are_400(client, sim_url):
         ([{"type": "text", "text": 123}], "messages[1].content[0].text must be a string"),
         ([{"type": "text"}], "messages[1].content[0].text must be a string"),
         (["plain"], "messages[1].content[0] must be an object"),
+        ([{"text": "hi"}], "messages[1].content[0].type must be a string"),
         (123, "messages[1].content must be a string or a list of content parts"),
     ],
 )
