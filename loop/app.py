@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 import httpx2
-from fastapi import Depends, FastAPI, Header, HTTPException, Request
+from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
 from fastapi.exception_handlers import request_validation_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
@@ -30,7 +30,13 @@ from .engine import LoopConfig
 from .mcp_pool import McpPool, McpUnauthorized, McpUnavailable, token_key
 from .metrics import LoopMetrics
 from .model import OpenAIChatModel
-from .runs import ConfirmationAlreadyAnswered, RunManager, UnknownConfirmation, accept_content
+from .runs import (
+    ConfirmationAlreadyAnswered,
+    RunIdInUse,
+    RunManager,
+    UnknownConfirmation,
+    accept_content,
+)
 from .schemas import (
     AUTH_ERRORS,
     ChatMessage,
@@ -39,6 +45,7 @@ from .schemas import (
     ConfirmationAnswered,
     OpenAIError,
     Readiness,
+    RunList,
     RunRecordView,
     RunRequest,
     RunResponse,
@@ -215,20 +222,42 @@ def create_app(settings: LoopSettings | None = None, store: RunStore | None = No
         "/v1/runs",
         tags=["runs"],
         response_model=RunResponse,
-        responses={200: {"content": {"text/event-stream": {}}}, **errors(*AUTH_ERRORS)},
+        responses={200: {"content": {"text/event-stream": {}}}, **errors(409, *AUTH_ERRORS)},
     )
     async def create_run(body: RunRequest, user: Authenticated, request: Request) -> Response:
         """Run the agent on one request. With `stream: true` the answer is a stream of
         Server-Sent Events: run.started, model.started/finished, tool.started/finished,
-        confirmation.requested/resolved, answer.delta, detection, run.finished."""
+        confirmation.requested/resolved, answer.delta, detection, run.finished.
+        With `run_id`, a retry after a lost connection returns the same run."""
         manager = manager_of(request)
         confirm = body.confirm or ("ask" if body.stream else "decline")
-        run = await manager.start(
-            user.token, body.input, session_id=body.session_id, confirm=confirm, stream=body.stream
-        )
+        try:
+            run = await manager.start(
+                user.token,
+                body.input,
+                session_id=body.session_id,
+                confirm=confirm,
+                stream=body.stream,
+                run_id=body.run_id,
+            )
+        except RunIdInUse:
+            final = await _earlier_run(manager, str(body.run_id), user.key, body.stream)
+            if not body.stream:
+                return JSONResponse(final)
+            return StreamingResponse(_sse_once(final), media_type="text/event-stream")
         if not body.stream:
             return JSONResponse(await asyncio.shield(run.task))
         return StreamingResponse(_sse(manager, run), media_type="text/event-stream")
+
+    @app.get("/v1/runs", tags=["runs"], response_model=RunList, responses=errors(*AUTH_ERRORS))
+    async def list_runs(
+        user: Authenticated,
+        request: Request,
+        limit: Annotated[int, Query(ge=1, le=100, description="How many, newest first.")] = 20,
+    ) -> dict[str, Any]:
+        """The caller's recent runs (running ones included): how a client that lost its
+        connection finds the run it started."""
+        return {"runs": await manager_of(request).recent(user.key, limit)}
 
     @app.get(
         "/v1/runs/{run_id}",
@@ -359,6 +388,28 @@ def create_app(settings: LoopSettings | None = None, store: RunStore | None = No
 
     app.openapi = openapi  # type: ignore[method-assign]
     return app
+
+
+async def _earlier_run(
+    manager: RunManager, run_id: str, user_key: str, stream: bool
+) -> dict[str, Any]:
+    """The final result of the run a retry names; 409 when it is not the caller's to have."""
+    active = manager.active.get(run_id)
+    if active is not None and active.user_key == user_key and active.task is not None:
+        if stream:  # its events already go to the first request; two readers would split them
+            raise HTTPException(409, f"run {run_id} is running; follow it at /v1/runs/{run_id}")
+        return await asyncio.shield(active.task)
+    record = await manager.record(run_id, user_key)
+    if record is None or record["status"] == "running":
+        raise HTTPException(409, f"run_id {run_id} is taken")
+    return {
+        key: record[key]
+        for key in ("id", "status", "answer", "steps", "usage", "turns", "session_id")
+    } | {key: record[key] for key in ("result", "reason") if record.get(key) is not None}
+
+
+async def _sse_once(final: dict[str, Any]) -> AsyncIterator[bytes]:
+    yield f"event: run.finished\ndata: {json.dumps(final, ensure_ascii=False)}\n\n".encode()
 
 
 def _param(loc: tuple[Any, ...]) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import logging
 import secrets
 import time
@@ -34,6 +35,10 @@ class ConfirmationAlreadyAnswered(Exception):
     pass
 
 
+class RunIdInUse(Exception):
+    """A run with the requested id exists already (this user's or another's)."""
+
+
 @dataclass
 class PendingConfirmation:
     id: str
@@ -56,6 +61,7 @@ class ActiveRun:
     cancelling: bool = False  # cancelled while a confirmation was open: stop after its call
     task: asyncio.Task[dict[str, Any]] | None = None
     started: float = field(default_factory=time.perf_counter)
+    created_at: dt.datetime = field(default_factory=utcnow)
 
     async def emit(self, kind: str, data: dict[str, Any]) -> None:
         await self.events.put((kind, data))
@@ -203,9 +209,18 @@ class RunManager:
         confirm: str,
         stream: bool,
         history: list[dict[str, Any]] | None = None,
+        run_id: str | None = None,
     ) -> ActiveRun:
+        """Start a run; with `run_id` (the client's own) raises RunIdInUse when that id is
+        taken, so a retry never starts a second run."""
+        if run_id is not None:
+            stored = await anyio.to_thread.run_sync(self.store.run_exists, run_id)
+            # No await from this check to the insertion below: two requests with one id
+            # cannot both pass it.
+            if stored or run_id in self.active:
+                raise RunIdInUse(run_id)
         run = ActiveRun(
-            id=f"run_{secrets.token_hex(8)}",
+            id=run_id or f"run_{secrets.token_hex(8)}",
             user_key=token_key(token),
             session_id=session_id or _new_session_id(),
             input=user_input,
@@ -227,7 +242,7 @@ class RunManager:
             status="running",
             input=run.input,
             system_prompt=self.config.system_prompt,
-            created_at=utcnow(),
+            created_at=run.created_at,
         )
         try:
             async with self._slots:
@@ -409,6 +424,37 @@ class RunManager:
             "created_at": stored.created_at.isoformat() if stored.created_at else None,
             "finished_at": stored.finished_at.isoformat() if stored.finished_at else None,
         }
+
+    async def recent(self, user_key: str, limit: int) -> list[dict[str, Any]]:
+        """The user's newest runs, running ones included, newest first."""
+        stored = await anyio.to_thread.run_sync(self.store.recent_runs, user_key, limit)
+        known = {r.id for r in stored}
+        waiting = [  # not stored until they get a slot
+            {
+                "id": r.id,
+                "status": "running",
+                "session_id": r.session_id,
+                "input": r.input,
+                "reason": None,
+                "created_at": r.created_at.isoformat(),
+                "finished_at": None,
+            }
+            for r in self.active.values()
+            if r.user_key == user_key and r.id not in known
+        ]
+        listed = [
+            {
+                "id": r.id,
+                "status": r.status,
+                "session_id": r.session_id,
+                "input": r.input,
+                "reason": r.reason,
+                "created_at": r.created_at.isoformat() if r.created_at else None,
+                "finished_at": r.finished_at.isoformat() if r.finished_at else None,
+            }
+            for r in stored
+        ]
+        return sorted(waiting + listed, key=lambda r: r["created_at"] or "", reverse=True)[:limit]
 
     def mark_interrupted(self) -> int:
         """Runs left "running" by a previous process never finish: say so in their records."""

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field, StrictBool, WithJsonSchema
 from .engine import Step
 
 SESSION_ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
+RUN_ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,40}$"
 
 # What common.chat.content_text accepts; checked in the route, where the message can name
 # the offending part (pydantic's union errors could not).
@@ -40,6 +41,13 @@ class RunRequest(BaseModel):
         None,
         description="How confirmations are answered: ask the client (SSE event), or answer every "
         "one automatically. Default: ask when streaming, decline otherwise.",
+    )
+    run_id: str | None = Field(
+        None,
+        pattern=RUN_ID_PATTERN,
+        description="Your own id for this run (e.g. a UUID), so you know it before any answer "
+        "arrives: GET /v1/runs/{run_id} finds it, and POSTing the same run_id again returns "
+        "that run (waiting for it to finish) instead of starting another.",
     )
 
 
@@ -90,6 +98,20 @@ class RunRecordView(BaseModel):
     finished_at: str | None = None
 
 
+class RunSummary(BaseModel):
+    id: str
+    status: Literal["running", "completed", "max_turns", "failed", "cancelled"]
+    session_id: str
+    input: str
+    reason: str | None = None
+    created_at: str | None = None
+    finished_at: str | None = None
+
+
+class RunList(BaseModel):
+    runs: list[RunSummary] = Field(description="The caller's runs, newest first.")
+
+
 class ChatMessage(BaseModel):
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: Annotated[Any, WithJsonSchema(CONTENT_SCHEMA)] = None
@@ -134,7 +156,8 @@ ERROR_MEANINGS = {
     400: "The chat is malformed (the message names the field).",
     401: "Missing, malformed or refused bearer token.",
     404: "No such run, confirmation or model (for the caller).",
-    409: "The confirmation was already answered.",
+    409: "The confirmation was already answered, or the run_id is taken (by another user, or "
+    "by a run still streaming to another request).",
     429: "Too many failed authentications from this address; see Retry-After.",
     431: "Request header fields too large.",
     503: "The leave MCP server is unavailable.",

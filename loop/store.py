@@ -84,6 +84,22 @@ class RunStore:
     def _writer(self) -> Session:
         return self._writers()
 
+    def run_exists(self, run_id: str) -> bool:
+        """Whether any user has a run with this id."""
+        with self._session() as s:
+            return s.get(RunRecord, run_id) is not None
+
+    def recent_runs(self, user_key: str, limit: int) -> list[RunRecord]:
+        """The user's newest runs first."""
+        query = (
+            select(RunRecord)
+            .where(RunRecord.user_key == user_key)
+            .order_by(RunRecord.created_at.desc())
+            .limit(limit)
+        )
+        with self._session() as s:
+            return list(s.scalars(query).all())
+
     def save_run(self, record: RunRecord) -> None:
         with self._writer() as s, s.begin():
             s.merge(record)

@@ -63,6 +63,10 @@ def test_every_answer_is_one_the_document_lists_in_its_shape(stack, spec):
         ("post", "/v1/runs", "/v1/runs", refused, {"input": QUESTION}),
         ("post", "/v1/runs", "/v1/runs", EMPLOYEE, {"input": ""}),
         ("post", "/v1/runs", "/v1/runs", huge, {"input": QUESTION}),
+        ("get", "/v1/runs", "/v1/runs", EMPLOYEE, None),
+        ("get", "/v1/runs", "/v1/runs?limit=0", EMPLOYEE, None),
+        ("post", "/v1/runs", "/v1/runs", OTHER, {"input": QUESTION, "run_id": finished["id"]}),
+        ("post", "/v1/runs", "/v1/runs", EMPLOYEE, {"input": QUESTION, "run_id": finished["id"]}),
         ("get", "/v1/runs/{run_id}", run_path, EMPLOYEE, None),
         ("get", "/v1/runs/{run_id}", run_path, OTHER, None),
         ("get", "/v1/runs/{run_id}", run_path, anonymous, None),
@@ -93,7 +97,7 @@ def test_every_answer_is_one_the_document_lists_in_its_shape(stack, spec):
             response = http.request(method, path, headers=headers, json=body)
             assert_documented(spec, method, template, response)
             seen.add((template, response.status_code))
-    assert {(FACADE, 400), ("/v1/runs", 422), ("/v1/runs", 431), ("/metrics", 200)} <= seen
+    assert {(FACADE, 400), ("/v1/runs", 409), ("/v1/runs", 422), ("/v1/runs", 431)} <= seen
     assert spec["paths"]["/metrics"]["get"]["responses"]["200"]["content"].keys() == {"text/plain"}
 
 

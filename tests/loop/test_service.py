@@ -300,6 +300,34 @@ def test_cancel_endpoint_stops_a_waiting_run_and_keeps_the_transcript_valid(stac
     assert asked and sorted(asked) == sorted(answered)
 
 
+def test_a_client_that_loses_its_connection_finds_its_run_by_its_own_id(stack):
+    body = {"input": "查一下家庭旅遊的假單 [sim-fault:stall]", "run_id": "client-run-0001"}
+    with pytest.raises(httpx.ReadTimeout):  # the model stalls; the client gives up waiting
+        httpx.post(f"{stack.loop}/v1/runs", json=body, headers=EMPLOYEE, timeout=0.3)
+
+    record = httpx.get(f"{stack.loop}/v1/runs/client-run-0001", headers=EMPLOYEE)
+    assert record.status_code == 200 and record.json()["id"] == "client-run-0001"
+    mine = httpx.get(f"{stack.loop}/v1/runs", headers=EMPLOYEE).json()["runs"]
+    assert mine[0]["id"] == "client-run-0001" and mine[0]["input"] == body["input"]
+    theirs = httpx.get(f"{stack.loop}/v1/runs", headers=OTHER).json()["runs"]
+    assert "client-run-0001" not in {r["id"] for r in theirs}
+
+    # Retrying with the same id returns that run (waiting for it), and starts no other.
+    again = post_run(stack, body)
+    assert again.status_code == 200, again.text
+    final = again.json()
+    assert final["id"] == "client-run-0001" and final["status"] == "failed"
+    assert "timeout" in final["reason"]
+    assert post_run(stack, body).json() == final
+    mine = httpx.get(f"{stack.loop}/v1/runs", headers=EMPLOYEE).json()["runs"]
+    assert [r["id"] for r in mine].count("client-run-0001") == 1
+    assert sum(r["input"] == body["input"] for r in mine) == 1
+    # Another user cannot take or read that id.
+    taken = post_run(stack, body, OTHER)
+    assert taken.status_code == 409
+    assert httpx.get(f"{stack.loop}/v1/runs/client-run-0001", headers=OTHER).status_code == 404
+
+
 def test_auth_is_required_and_checked_by_the_mcp_server(stack):
     assert httpx.post(f"{stack.loop}/v1/runs", json={"input": "x"}).status_code == 401
     bad = httpx.post(
