@@ -100,6 +100,10 @@ def create_app(settings: LoopSettings | None = None, store: RunStore | None = No
             tool_timeout=settings.tool_timeout_seconds,
             confirmation_timeout=settings.confirmation_timeout_seconds,
             tool_concurrency=settings.tool_concurrency,
+            context_tokens=settings.model_context_tokens,
+            # The model's answer needs room too: max_tokens when set, else a typical answer.
+            answer_reserve_tokens=settings.max_tokens or 512,
+            tool_result_max_tokens=settings.tool_result_max_tokens,
         )
         manager = RunManager(
             pool=pool,

@@ -17,6 +17,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
+from .context import (
+    CONTEXT_OVERFLOW_ANSWER,
+    ContextOverflow,
+    ContextWindow,
+    cap_tool_result,
+    estimate,
+)
+
 SYSTEM_PROMPT = (
     "你是差勤助手。更新假單前必須先查詢取得真實 ID；"
     "假單狀態只能逐級推進；使用者拒絕後不得改用其他工具達成。"
@@ -50,6 +58,10 @@ class ModelError(Exception):
     """The model endpoint could not give an answer (after retries)."""
 
 
+class ModelContextExceeded(ModelError):
+    """The model refused the prompt as longer than its context (the estimate fell short)."""
+
+
 class ToolsUnavailable(Exception):
     """The tool server could not be reached, or the connection broke during a call (so a write
     may or may not have been applied)."""
@@ -62,6 +74,8 @@ class Model(Protocol):
         tools: list[dict[str, Any]],
         on_text: Callable[[str], Awaitable[None]] | None = None,
     ) -> ModelReply: ...
+
+    # Optional: `async def context_window(self) -> int | None`, the model's context length.
 
 
 @dataclass(frozen=True)
@@ -149,6 +163,9 @@ class LoopConfig:
     tool_timeout: float = 30.0
     confirmation_timeout: float = 120.0
     tool_concurrency: int = 4
+    context_tokens: int | None = None  # None: ask the model (context_window), else no limit
+    answer_reserve_tokens: int = 512  # kept free in the context for the model's answer
+    tool_result_max_tokens: int = 1024  # a longer tool result is cut to this
 
 
 # -- the loop ------------------------------------------------------------------------------
@@ -158,6 +175,16 @@ class AgentLoop:
     def __init__(self, model: Model, config: LoopConfig | None = None) -> None:
         self.model = model
         self.config = config or LoopConfig()
+        self._window: ContextWindow | None = None
+
+    async def _context_window(self) -> ContextWindow | None:
+        if self._window is None:
+            size = self.config.context_tokens
+            if size is None and hasattr(self.model, "context_window"):
+                size = await self.model.context_window()
+            if size:
+                self._window = ContextWindow(size, self.config.answer_reserve_tokens)
+        return self._window
 
     async def run(
         self,
@@ -174,10 +201,17 @@ class AgentLoop:
             except ToolsUnavailable as error:
                 return state.result("failed", UNAVAILABLE_ANSWER, reason=_unavailable(error))
             state.tools = [t.openai_tool() for t in catalogue.values()]
-            prefix = [{"role": "system", "content": config.system_prompt}, *history]
+            system = {"role": "system", "content": config.system_prompt}
+            window = await self._context_window()
             for turn in range(1, config.max_turns + 1):
                 state.turns = turn
-                reply = await self._call_model(prefix + state.messages, state, emit)
+                if window is None:
+                    prompt = [system, *history, *state.messages]
+                else:
+                    prompt = window.fit(system, history, state.messages, state.tools)
+                reply = await self._call_model(prompt, state, emit)
+                if window is not None:
+                    window.observe(estimate(prompt, state.tools), reply.prompt_tokens)
                 message = _as_appended(reply.message)
                 state.messages.append(message)
                 calls = message.get("tool_calls") or []
@@ -192,6 +226,10 @@ class AgentLoop:
                 if state.unreachable:  # the model would only guess: end and say so
                     return self._finish_unreachable(catalogue, state)
             return state.result("max_turns", MAX_TURNS_ANSWER, reason="max_turns")
+        except (ContextOverflow, ModelContextExceeded) as error:
+            return state.result(
+                "failed", CONTEXT_OVERFLOW_ANSWER, reason=f"context_overflow: {error}"
+            )
         except ModelError as error:
             return state.result("failed", "", reason=f"model_error: {error}")
         except asyncio.CancelledError:
@@ -348,7 +386,13 @@ class AgentLoop:
                 step.error = f"{type(error).__name__}: {error}"
             else:
                 step.result = result.structured if result.structured is not None else result.text
-                text = f"{ERROR_PREFIX} {result.text}" if result.is_error else result.text
+                text = (
+                    f"{ERROR_PREFIX} {result.text}"
+                    if result.is_error
+                    else cap_tool_result(
+                        result.text, result.structured, self.config.tool_result_max_tokens
+                    )
+                )
                 if result.is_error:
                     step.error = "tool_error"
         state.close(step)

@@ -26,6 +26,10 @@ class LoopSettings(BaseSettings):
     stop_tools: Annotated[list[str], NoDecode] = Field(default_factory=list)
     temperature: float = Field(0.0, ge=0, le=2)
     max_tokens: int | None = Field(None, ge=1)
+    model_context_tokens: int | None = Field(
+        None, ge=256, description="The model's context length; unset: as /v1/models lists it."
+    )
+    tool_result_max_tokens: int = Field(1024, ge=64, description="Longer tool results are cut.")
     model_timeout_seconds: float = Field(60.0, gt=0)
     model_max_retries: int = Field(3, ge=0, le=10)
     model_retry_backoff_seconds: float = Field(0.5, ge=0)
