@@ -36,6 +36,11 @@ current_confirm_handler: contextvars.ContextVar[ConfirmHandler | None] = context
 )
 
 
+# HTTP-level read timeout of an MCP connection: a call's response (and the server's event
+# stream) may stay quiet for as long as a tool or a confirmation takes; the loop bounds calls
+# with its own timeouts. (httpx2's default of 5 s would drop the connection under a slow tool.)
+MIN_HTTP_READ_TIMEOUT = 300.0
+
 # What the SDK says when the transport, not the server's logic, failed.
 TRANSPORT_FAILURES = {
     "Connection closed",
@@ -130,7 +135,12 @@ class McpConnection:
         try:
             async with (
                 httpx2.AsyncClient(
-                    headers=headers, event_hooks={"response": [watch_status]}
+                    headers=headers,
+                    event_hooks={"response": [watch_status]},
+                    timeout=httpx2.Timeout(
+                        self._connect_timeout,
+                        read=max(MIN_HTTP_READ_TIMEOUT, self._read_timeout + 30),
+                    ),
                 ) as http,
                 Client(
                     streamable_http_client(self.url, http_client=http),

@@ -7,7 +7,7 @@ import datetime as dt
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -260,7 +260,11 @@ class RunManager:
                     await run.emit("run.started", {"id": run.id, "session_id": run.session_id})
                     loop = self._streaming_loop if stream else self._loop
                     result = await loop.run(
-                        run.input, RunTools(self, run, token), history, self._observer(run)
+                        run.input,
+                        RunTools(self, run, token),
+                        history,
+                        self._observer(run),
+                        self._checkpointer(run),
                     )
                 finally:
                     self.metrics.in_flight.dec()
@@ -314,6 +318,19 @@ class RunManager:
         metrics.turns.observe(result.turns)
         for kind in result.detections:
             metrics.detections.labels(kind).inc()
+
+    def _checkpointer(self, run: ActiveRun):  # type: ignore[no-untyped-def]
+        """Saves the run's steps as they happen, one save at a time, each with the newest."""
+        saving = asyncio.Lock()
+
+        async def checkpoint(snapshot: Callable[[], list[dict[str, Any]]]) -> None:
+            async with saving:
+                try:
+                    await anyio.to_thread.run_sync(self.store.save_steps, run.id, snapshot())
+                except Exception as error:  # a missed checkpoint must not fail the run
+                    logger.warning("run %s: steps not saved: %s", run.id, type(error).__name__)
+
+        return checkpoint
 
     def _observer(self, run: ActiveRun):  # type: ignore[no-untyped-def]
         metrics = self.metrics

@@ -7,6 +7,7 @@ exported as fine-tuning data. Users are stored as a hash of their token, never t
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,6 +16,10 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
 from common.sqlite import create_engine_for, utcnow
+
+from .engine import IN_PROGRESS
+
+INTERRUPTED_STEP = "interrupted: outcome unknown"
 
 
 class Base(DeclarativeBase):
@@ -150,12 +155,35 @@ class RunStore:
             record.updated_at = utcnow()
             return True
 
+    def save_steps(self, run_id: str, steps: list[dict[str, Any]]) -> None:
+        """The steps so far of a run that is still running (a late save changes nothing)."""
+        with self._writer() as s, s.begin():
+            record = s.get(RunRecord, run_id)
+            if record is not None and record.status == "running":
+                record.steps = steps
+
     def mark_interrupted(self) -> int:
+        """Runs left "running" by a process that died: failed, and any tool call that had
+        started is named, since it may have been applied."""
         with self._writer() as s, s.begin():
             stale = s.scalars(select(RunRecord).where(RunRecord.status == "running")).all()
             for record in stale:
+                started = [
+                    step
+                    for step in record.steps or []
+                    if step.get("type") == "tool" and step.get("error") == IN_PROGRESS
+                ]
+                record.steps = [
+                    {**step, "error": INTERRUPTED_STEP} if step in started else step
+                    for step in record.steps or []
+                ]
                 record.status = "failed"
-                record.reason = "interrupted: the loop service restarted during the run"
+                record.reason = "interrupted: the loop service restarted during the run" + "".join(
+                    f"; {step['name']}({json.dumps(step.get('arguments'), ensure_ascii=False)})"
+                    " had started and its outcome is unknown: check the leave (search_leaves)"
+                    " before doing it again"
+                    for step in started
+                )
                 record.finished_at = utcnow()
             return len(stale)
 
