@@ -61,6 +61,13 @@ class SessionRecord(Base):
     updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
+def _interrupted(step: dict[str, Any]) -> dict[str, Any]:
+    """A step saved while in progress, as the end of its process left it."""
+    if step.get("type") == "tool" and step.get("error") == IN_PROGRESS:
+        return {**step, "error": INTERRUPTED_STEP}
+    return step
+
+
 def bounded_history(messages: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
     """The newest messages within `limit`, starting at a user message so that no tool message
     is separated from the assistant call it answers."""
@@ -168,22 +175,21 @@ class RunStore:
         with self._writer() as s, s.begin():
             stale = s.scalars(select(RunRecord).where(RunRecord.status == "running")).all()
             for record in stale:
+                steps = [_interrupted(step) for step in record.steps or []]
                 started = [
-                    step
-                    for step in record.steps or []
-                    if step.get("type") == "tool" and step.get("error") == IN_PROGRESS
+                    f"{step['name']}({json.dumps(step.get('arguments'), ensure_ascii=False)})"
+                    for step in steps
+                    if step.get("error") == INTERRUPTED_STEP
                 ]
-                record.steps = [
-                    {**step, "error": INTERRUPTED_STEP} if step in started else step
-                    for step in record.steps or []
-                ]
+                reason = "interrupted: the loop service restarted during the run"
+                if started:
+                    reason += (
+                        f"; {', '.join(started)} had started and its outcome is unknown: check "
+                        "the leave (search_leaves) before doing it again"
+                    )
+                record.steps = steps
                 record.status = "failed"
-                record.reason = "interrupted: the loop service restarted during the run" + "".join(
-                    f"; {step['name']}({json.dumps(step.get('arguments'), ensure_ascii=False)})"
-                    " had started and its outcome is unknown: check the leave (search_leaves)"
-                    " before doing it again"
-                    for step in started
-                )
+                record.reason = reason[:500]
                 record.finished_at = utcnow()
             return len(stale)
 
