@@ -1,14 +1,60 @@
-"""What every `python -m <service>` does: read its settings, then serve its app."""
+"""What every `python -m <service>` does: read its settings, open what they name, then serve.
+
+Whatever is wrong at start — a value that does not parse, a database that cannot be opened, a
+port that cannot be bound — ends the process with exit status 2 and one line on stderr that
+names the setting, never a traceback.
+"""
 
 from __future__ import annotations
 
+import logging
+import socket
 import sys
-from typing import Any, TypeVar
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any, Literal, TypeVar
+from urllib.parse import urlsplit
 
-from pydantic import ValidationError
+from pydantic import AfterValidator, BeforeValidator, ValidationError
 from pydantic_settings import BaseSettings
 
 SettingsT = TypeVar("SettingsT", bound=BaseSettings)
+CONFIGURATION_ERROR = 2
+
+
+def _lower(value: object) -> object:
+    return value.lower() if isinstance(value, str) else value
+
+
+def _http_url(value: str) -> str:
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("must be an http:// or https:// URL with a host")
+    return value
+
+
+def _database_url(value: str) -> str:
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        make_url(value)
+    except ArgumentError:
+        raise ValueError("is not a database URL (e.g. sqlite:///var/leave.db)") from None
+    return value
+
+
+# Log levels in either case ("INFO" or "info"); the value is lower-case.
+LogLevel = Annotated[
+    Literal["debug", "info", "warning", "error", "critical"], BeforeValidator(_lower)
+]
+HttpUrl = Annotated[str, AfterValidator(_http_url)]
+DatabaseUrl = Annotated[str, AfterValidator(_database_url)]
+
+
+def setting_name(settings_class: type[BaseSettings], field: str) -> str:
+    """The environment variable of a settings field, e.g. LOOP_STORE_URL."""
+    return f"{settings_class.model_config.get('env_prefix', '')}{field}".upper()
 
 
 def load_settings(settings_class: type[SettingsT]) -> SettingsT | None:
@@ -17,19 +63,77 @@ def load_settings(settings_class: type[SettingsT]) -> SettingsT | None:
         return settings_class()
     except ValidationError as exc:
         for error in exc.errors():
-            where = ".".join(str(part) for part in error["loc"]) or settings_class.__name__
-            print(f"configuration error: {where}: {error['msg']}", file=sys.stderr)
+            field = ".".join(str(part) for part in error["loc"][:1])
+            where = setting_name(settings_class, field) if field else settings_class.__name__
+            message = error["msg"].removeprefix("Value error, ")
+            print(f"configuration error: {where}: {message}", file=sys.stderr)
         return None
 
 
-def serve(app: Any, host: str, port: int, log_level: str) -> None:
+class StartupError(Exception):
+    """Something a setting names cannot be used; the message names the setting."""
+
+
+@contextmanager
+def opening(setting: str, what: str) -> Iterator[None]:
+    """Any failure inside becomes a StartupError naming `setting` (one line, no traceback)."""
+    try:
+        yield
+    except Exception as error:
+        raise StartupError(f"{setting}: cannot open {what}: {first_line(error)}") from None
+
+
+def first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return (text[0] if text else type(error).__name__)[:300]
+
+
+def exit_on_startup_error(main: Any) -> Any:
+    """Decorates a `main() -> int`: a StartupError is printed as one line, exit status 2."""
+
+    def wrapper(*args: Any, **kwargs: Any) -> int:
+        try:
+            return main(*args, **kwargs)
+        except StartupError as error:
+            print(f"configuration error: {error}", file=sys.stderr)
+            return CONFIGURATION_ERROR
+
+    return wrapper
+
+
+def serve(app: Any, settings: Any) -> None:
+    """Serve `app` on the settings' host and port. The socket is bound here, so that an address
+    in use or a host that does not resolve is a StartupError naming the setting."""
     import uvicorn
 
-    uvicorn.run(
+    host_setting = setting_name(type(settings), "host")
+    port_setting = setting_name(type(settings), "port")
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            settings.host, settings.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except OSError as error:
+        raise StartupError(f"{host_setting}: cannot resolve {settings.host!r}: {error}") from None
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as error:
+        sock.close()
+        raise StartupError(
+            f"{host_setting}/{port_setting}: cannot listen on "
+            f"{settings.host}:{settings.port}: {error.strerror or error}"
+        ) from None
+    config = uvicorn.Config(
         app,
-        host=host,
-        port=port,
-        log_level=log_level.lower(),
+        host=settings.host,  # for the "running on" line only: the socket is bound above
+        port=settings.port,
+        log_level=settings.log_level,
         # Tokens travel in headers, never in URLs; an access log line per request is noise.
         access_log=False,
     )
+    # uvicorn announces the address only for sockets it binds itself.
+    logging.getLogger("uvicorn.error").info(
+        "Uvicorn running on http://%s:%d", settings.host, settings.port
+    )
+    uvicorn.Server(config).run(sockets=[sock])

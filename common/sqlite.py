@@ -13,12 +13,15 @@ def create_engine_for(url: str) -> Engine:
     """An engine for `url`. SQLite gets WAL, a busy timeout, foreign keys, and transactions that
     begin with the execution option `sqlite_begin` (e.g. "IMMEDIATE" for writers)."""
     parsed = make_url(url)
+    # Error messages leave out statement parameters: they are user input and may be huge.
     if parsed.get_backend_name() != "sqlite":
-        return create_engine(url, pool_pre_ping=True)
+        return create_engine(url, pool_pre_ping=True, hide_parameters=True)
 
     if parsed.database and parsed.database != ":memory:":
         Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+    engine = create_engine(
+        url, connect_args={"check_same_thread": False, "timeout": 30}, hide_parameters=True
+    )
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]

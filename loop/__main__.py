@@ -6,12 +6,15 @@ import argparse
 import datetime as dt
 import sys
 
+from common.entrypoint import exit_on_startup_error, opening
+
 
 def _when(value: str) -> dt.datetime:
     parsed = dt.datetime.fromisoformat(value)
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
+@exit_on_startup_error
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m loop", description=__doc__)
     commands = parser.add_subparsers(dest="command")
@@ -40,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
         from .export import export_runs
         from .store import RunStore
 
-        store = RunStore(settings.store_url)
+        with opening("LOOP_STORE_URL", "the run store"):
+            store = RunStore(settings.store_url)
         status = None if args.status == "all" else args.status
         out = sys.stdout if args.output == "-" else open(args.output, "w", encoding="utf-8")  # noqa: SIM115
         try:
@@ -62,13 +66,16 @@ def main(argv: list[str] | None = None) -> int:
     import logging
 
     from .app import create_app
+    from .store import RunStore
 
     for chatty in ("httpx", "httpx2"):  # one line per request is noise
         logging.getLogger(chatty).setLevel(logging.WARNING)
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
-    serve(create_app(settings), settings.host, settings.port, settings.log_level)
+    with opening("LOOP_STORE_URL", "the run store"):
+        store = RunStore(settings.store_url)
+    serve(create_app(settings, store), settings)
     return 0
 
 

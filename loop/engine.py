@@ -17,12 +17,31 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
+from . import verify
+from .context import (
+    CONTEXT_OVERFLOW_ANSWER,
+    ContextOverflow,
+    ContextWindow,
+    cap_tool_result,
+    estimate,
+)
+
 SYSTEM_PROMPT = (
     "你是差勤助手。更新假單前必須先查詢取得真實 ID；"
     "假單狀態只能逐級推進；使用者拒絕後不得改用其他工具達成。"
 )
 ERROR_PREFIX = "[工具執行失敗]"
 MAX_TURNS_ANSWER = "已達最大輪次上限，未能完成任務。"
+UNAVAILABLE_ANSWER = "差勤系統暫時無法連線，這次的請求沒有完成，請稍後再試。"
+UNKNOWN_OUTCOME_ANSWER = (
+    "{tool} 逾時，無法確認這個變更是否已經生效（剛查詢時{seen}；變更仍可能稍後才生效）。"
+    "請稍後再查詢這張假單確認目前的狀態，確認之前請不要重做。"
+)
+IN_PROGRESS = "in_progress"  # the error of a step that has started and not finished
+UNAVAILABLE_WRITE_ANSWER = (
+    "差勤系統在處理 {tools} 時中斷連線，無法確認這個變更是否已經生效。"
+    "請稍後用「查一下我的假單」確認假單目前的狀態，再決定是否重做。"
+)
 STOPPED_TOOL_TEXT = "已記錄最終結果。"
 
 # A tool call written as text: hermes/Qwen <tool_call> tags, or a JSON object naming a tool.
@@ -45,6 +64,15 @@ class ModelError(Exception):
     """The model endpoint could not give an answer (after retries)."""
 
 
+class ModelContextExceeded(ModelError):
+    """The model refused the prompt as longer than its context (the estimate fell short)."""
+
+
+class ToolsUnavailable(Exception):
+    """The tool server could not be reached, or the connection broke during a call (so a write
+    may or may not have been applied)."""
+
+
 class Model(Protocol):
     async def complete(
         self,
@@ -53,6 +81,8 @@ class Model(Protocol):
         on_text: Callable[[str], Awaitable[None]] | None = None,
     ) -> ModelReply: ...
 
+    # Optional: `async def context_window(self) -> int | None`, the model's context length.
+
 
 @dataclass(frozen=True)
 class ToolInfo:
@@ -60,6 +90,7 @@ class ToolInfo:
     description: str
     parameters: dict[str, Any]
     needs_confirmation: bool = False
+    read_only: bool = False
 
     def openai_tool(self) -> dict[str, Any]:
         return {
@@ -85,9 +116,17 @@ class Tools(Protocol):
 
 
 Emit = Callable[[str, dict[str, Any]], Awaitable[None]]
+# Called as each tool call starts and ends with a function that returns every step so far
+# (dicts; unfinished ones say IN_PROGRESS), so that a run cut short by a crash still shows what
+# it had set going. (A function, so the caller takes the snapshot when it is its turn to save.)
+Checkpoint = Callable[[Callable[[], list[dict[str, Any]]]], Awaitable[None]]
 
 
 async def _no_emit(_kind: str, _data: dict[str, Any]) -> None:
+    return None
+
+
+async def _no_checkpoint(_snapshot: Callable[[], list[dict[str, Any]]]) -> None:
     return None
 
 
@@ -96,7 +135,7 @@ async def _no_emit(_kind: str, _data: dict[str, Any]) -> None:
 
 @dataclass
 class Step:
-    type: str  # model | tool | detection
+    type: str  # model | tool | verify | detection
     name: str
     started_at: str
     duration_ms: float = 0.0
@@ -138,6 +177,9 @@ class LoopConfig:
     tool_timeout: float = 30.0
     confirmation_timeout: float = 120.0
     tool_concurrency: int = 4
+    context_tokens: int | None = None  # None: ask the model (context_window), else no limit
+    answer_reserve_tokens: int = 512  # kept free in the context for the model's answer
+    tool_result_max_tokens: int = 1024  # a longer tool result is cut to this
 
 
 # -- the loop ------------------------------------------------------------------------------
@@ -147,6 +189,16 @@ class AgentLoop:
     def __init__(self, model: Model, config: LoopConfig | None = None) -> None:
         self.model = model
         self.config = config or LoopConfig()
+        self._window: ContextWindow | None = None
+
+    async def _context_window(self) -> ContextWindow | None:
+        if self._window is None:
+            size = self.config.context_tokens
+            if size is None and hasattr(self.model, "context_window"):
+                size = await self.model.context_window()
+            if size:
+                self._window = ContextWindow(size, self.config.answer_reserve_tokens)
+        return self._window
 
     async def run(
         self,
@@ -154,16 +206,27 @@ class AgentLoop:
         tools: Tools,
         history: Sequence[dict[str, Any]] = (),
         emit: Emit = _no_emit,
+        checkpoint: Checkpoint = _no_checkpoint,
     ) -> RunResult:
         config = self.config
-        state = _RunState(user_input)
+        state = _RunState(user_input, checkpoint)
         try:
-            catalogue = {t.name: t for t in await tools.list()}
+            try:
+                catalogue = {t.name: t for t in await tools.list()}
+            except ToolsUnavailable as error:
+                return state.result("failed", UNAVAILABLE_ANSWER, reason=_unavailable(error))
             state.tools = [t.openai_tool() for t in catalogue.values()]
-            prefix = [{"role": "system", "content": config.system_prompt}, *history]
+            system = {"role": "system", "content": config.system_prompt}
+            window = await self._context_window()
             for turn in range(1, config.max_turns + 1):
                 state.turns = turn
-                reply = await self._call_model(prefix + state.messages, state, emit)
+                if window is None:
+                    prompt = [system, *history, *state.messages]
+                else:
+                    prompt = window.fit(system, history, state.messages, state.tools)
+                reply = await self._call_model(prompt, state, emit)
+                if window is not None:
+                    window.observe(estimate(prompt, state.tools), reply.prompt_tokens)
                 message = _as_appended(reply.message)
                 state.messages.append(message)
                 calls = message.get("tool_calls") or []
@@ -175,7 +238,15 @@ class AgentLoop:
                 if stop_call is not None:
                     return self._finish_with_stop_tool(stop_call, calls, state)
                 await self._run_tool_calls(calls, catalogue, tools, state, emit)
+                if state.unreachable:  # the model would only guess: end and say so
+                    return self._finish_unreachable(catalogue, state)
+                if state.unknown:  # a write may or may not apply: say so, never "not done"
+                    return self._finish_unknown(state)
             return state.result("max_turns", MAX_TURNS_ANSWER, reason="max_turns")
+        except (ContextOverflow, ModelContextExceeded) as error:
+            return state.result(
+                "failed", CONTEXT_OVERFLOW_ANSWER, reason=f"context_overflow: {error}"
+            )
         except ModelError as error:
             return state.result("failed", "", reason=f"model_error: {error}")
         except asyncio.CancelledError:
@@ -210,6 +281,25 @@ class AgentLoop:
         state.close(step)
         await emit("model.finished", {"turn": state.turns, "step": step.to_dict()})
         return reply
+
+    @staticmethod
+    def _finish_unreachable(catalogue: dict[str, ToolInfo], state: _RunState) -> RunResult:
+        writes = [n for n, _ in state.unreachable if not catalogue[n].read_only]
+        answer = (
+            UNAVAILABLE_WRITE_ANSWER.format(tools="、".join(dict.fromkeys(writes)))
+            if writes
+            else UNAVAILABLE_ANSWER
+        )
+        return state.result("failed", answer, reason=_unavailable(state.unreachable[0][1]))
+
+    @staticmethod
+    def _finish_unknown(state: _RunState) -> RunResult:
+        name, arguments, timeout, verified = state.unknown[0]
+        leave = arguments.get("leave_id")
+        tool = f"{name}（{leave}）" if leave else name
+        answer = UNKNOWN_OUTCOME_ANSWER.format(tool=tool, seen=verified.seen)
+        reason = f"outcome_unknown: {tool} timed out after {timeout:g} s; then {verified.seen}"
+        return state.result("failed", answer, reason=reason)
 
     async def _finish_text(
         self,
@@ -304,32 +394,85 @@ class AgentLoop:
             timeout = self.config.tool_timeout + (
                 self.config.confirmation_timeout if info.needs_confirmation else 0
             )
+            await state.checkpoint()
             try:
                 result = await asyncio.wait_for(tools.call(name, arguments), timeout)
             except TimeoutError:
-                text = f"{ERROR_PREFIX} 工具 {name} 逾時（{timeout:g} 秒），請稍後再試。"
-                step.error = "timeout"
+                if info.read_only:
+                    text = f"{ERROR_PREFIX} 工具 {name} 逾時（{timeout:g} 秒），請稍後再試。"
+                    step.error = "timeout"
+                else:  # it may still be applied: find out, never call it "not done"
+                    state.close(step, error="timeout_outcome_unknown")
+                    verified = await self._verify(name, arguments, catalogue, tools, state)
+                    if verified.applied:
+                        step.error = "timeout_applied"
+                        text = f"工具 {name} 逾時，但查詢確認變更已經生效：{verified.seen}。"
+                    else:
+                        state.unknown.append((name, arguments, timeout, verified))
+                        text = (
+                            f"{ERROR_PREFIX} 工具 {name} 逾時（{timeout:g} 秒），無法確認變更是否"
+                            f"已經生效：剛查詢時{verified.seen}，但變更仍可能稍後才生效。請勿重做。"
+                        )
             except asyncio.CancelledError:
                 step.error = "cancelled"
                 state.close(step)
                 raise
+            except ToolsUnavailable as error:
+                text = f"{ERROR_PREFIX} 差勤系統暫時無法連線，工具 {name} 沒有回應。"
+                step.error = f"unavailable: {error}"
+                state.unreachable.append((name, error))
             except Exception as error:  # a tool failure is the model's to read, not a crash
                 text = f"{ERROR_PREFIX} 工具 {name} 暫時無法使用（{type(error).__name__}）。"
                 step.error = f"{type(error).__name__}: {error}"
             else:
                 step.result = result.structured if result.structured is not None else result.text
-                text = f"{ERROR_PREFIX} {result.text}" if result.is_error else result.text
+                text = (
+                    f"{ERROR_PREFIX} {result.text}"
+                    if result.is_error
+                    else cap_tool_result(
+                        result.text, result.structured, self.config.tool_result_max_tokens
+                    )
+                )
                 if result.is_error:
                     step.error = "tool_error"
         state.close(step)
+        await state.checkpoint()
         await emit(
             "tool.finished", {"tool_call_id": call["id"], "name": name, "step": step.to_dict()}
         )
         return text
 
+    async def _verify(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        catalogue: dict[str, ToolInfo],
+        tools: Tools,
+        state: _RunState,
+    ) -> verify.Verified:
+        """Read back what a timed-out write was to change (recorded as a `verify` step)."""
+        check = verify.check_call(name, arguments)
+        if check is None or check[0] not in catalogue:
+            return verify.Verified(False, "沒有辦法查詢它的結果")
+        step = state.step("verify", check[0])
+        step.arguments = check[1]
+        try:
+            found = await asyncio.wait_for(tools.call(*check), self.config.tool_timeout)
+        except asyncio.CancelledError:
+            state.close(step, error="cancelled")
+            raise
+        except Exception as error:  # a timeout too: the state cannot be read now
+            state.close(step, error=f"{type(error).__name__}: {error}")
+            return verify.Verified(False, "查詢目前狀態也沒有成功")
+        step.result = found.structured if found.structured is not None else found.text
+        verified = verify.judge(name, arguments, found.structured)
+        state.close(step, error=None if verified.applied else "not_applied_yet")
+        return verified
+
 
 class _RunState:
-    def __init__(self, user_input: str) -> None:
+    def __init__(self, user_input: str, checkpoint: Checkpoint = _no_checkpoint) -> None:
+        self._checkpoint = checkpoint
         self.messages: list[dict[str, Any]] = [{"role": "user", "content": user_input}]
         self.steps: list[Step] = []
         self.tools: list[dict[str, Any]] = []
@@ -338,6 +481,9 @@ class _RunState:
         self.completion_tokens = 0
         self.pending: list[str] = []
         self.detections: list[str] = []
+        self.unreachable: list[tuple[str, ToolsUnavailable]] = []  # tool name, why
+        # writes that timed out and do not show: name, arguments, timeout, what was seen
+        self.unknown: list[tuple[str, dict[str, Any], float, verify.Verified]] = []
         self._clocks: dict[int, float] = {}
 
     def step(self, kind: str, name: str) -> Step:
@@ -352,6 +498,16 @@ class _RunState:
             step.duration_ms = round((time.perf_counter() - started) * 1000, 3)
         if error:
             step.error = error
+
+    async def checkpoint(self) -> None:
+        await self._checkpoint(self.snapshot)
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        steps = [s.to_dict() for s in self.steps]
+        for record, step in zip(steps, self.steps, strict=True):
+            if id(step) in self._clocks:  # started, not finished
+                record["error"] = IN_PROGRESS
+        return steps
 
     def answer_pending_calls(self, text: str) -> None:
         """Every tool_call_id gets its tool message, even when the run stops mid-turn."""
@@ -377,6 +533,10 @@ class _RunState:
             reason=reason,
             detections=self.detections,
         )
+
+
+def _unavailable(error: ToolsUnavailable) -> str:
+    return f"tools_unavailable: {error}"
 
 
 def _as_appended(message: dict[str, Any]) -> dict[str, Any]:

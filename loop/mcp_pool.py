@@ -36,6 +36,11 @@ current_confirm_handler: contextvars.ContextVar[ConfirmHandler | None] = context
 )
 
 
+# HTTP-level read timeout of an MCP connection: a call's response (and the server's event
+# stream) may stay quiet for as long as a tool or a confirmation takes; the loop bounds calls
+# with its own timeouts. (httpx2's default of 5 s would drop the connection under a slow tool.)
+MIN_HTTP_READ_TIMEOUT = 300.0
+
 # What the SDK says when the transport, not the server's logic, failed.
 TRANSPORT_FAILURES = {
     "Connection closed",
@@ -130,7 +135,12 @@ class McpConnection:
         try:
             async with (
                 httpx2.AsyncClient(
-                    headers=headers, event_hooks={"response": [watch_status]}
+                    headers=headers,
+                    event_hooks={"response": [watch_status]},
+                    timeout=httpx2.Timeout(
+                        self._connect_timeout,
+                        read=max(MIN_HTTP_READ_TIMEOUT, self._read_timeout + 30),
+                    ),
                 ) as http,
                 Client(
                     streamable_http_client(self.url, http_client=http),
@@ -233,6 +243,11 @@ class McpPool:
         self._locks: dict[str, asyncio.Lock] = {}
         self.connects = 0  # for metrics and the benchmark
 
+    def has_open(self, token: str) -> bool:
+        """True when this token already has a live connection (the server accepted it)."""
+        existing = self._connections.get(token_key(token))
+        return existing is not None and existing.alive
+
     async def connection(self, token: str) -> McpConnection:
         key = token_key(token)
         existing = self._connections.get(key)
@@ -273,6 +288,10 @@ class McpPool:
             connection = self._connections.pop(key, None)
             if connection is not None:
                 await connection.close()
+        # Tokens that never got a connection (refused ones) must not leave a lock behind each.
+        for key in [k for k, lock in self._locks.items() if k not in self._connections]:
+            if not self._locks[key].locked():
+                del self._locks[key]
 
     async def close(self) -> None:
         connections, self._connections = list(self._connections.values()), {}

@@ -10,7 +10,7 @@ from typing import Any
 
 import openai
 
-from .engine import ModelError, ModelReply
+from .engine import ModelContextExceeded, ModelError, ModelReply
 
 logger = logging.getLogger(__name__)
 MAX_RETRY_AFTER_SECONDS = 30.0
@@ -42,6 +42,7 @@ class OpenAIChatModel:
         self.max_tokens = max_tokens
         self.stream = stream
         self.on_retry = on_retry or (lambda _reason: None)
+        self._context_window: int | None = None
 
     def streaming(self) -> OpenAIChatModel:
         """The same client, asking for streamed replies (for runs that stream to a user)."""
@@ -77,7 +78,25 @@ class OpenAIChatModel:
                 logger.info("model call failed (%s); retry %d in %.2fs", reason, attempt, delay)
                 await asyncio.sleep(delay)
             except openai.APIStatusError as error:  # 4xx: retrying will not help
-                raise ModelError(f"HTTP {error.status_code}: {_message(error)}") from error
+                message = _message(error)
+                if error.status_code == 400 and "maximum context length" in message:
+                    raise ModelContextExceeded(f"the model says: {message}") from error
+                raise ModelError(f"HTTP {error.status_code}: {message}") from error
+
+    async def context_window(self) -> int | None:
+        """The served model's context length, as vLLM lists it (`max_model_len` in
+        /v1/models); None while the endpoint cannot say."""
+        if self._context_window is None:
+            try:
+                page = await self.client.models.list()
+            except openai.OpenAIError:
+                return None  # ask again next time
+            self._context_window = 0  # listed without a length: unknown for good
+            for listed in page.data:
+                size = (listed.model_extra or {}).get("max_model_len")
+                if listed.id == self.model and isinstance(size, int):
+                    self._context_window = size
+        return self._context_window or None
 
     def _request(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio.to_thread
 from mcp.types import ElicitResult
 
-from .engine import AgentLoop, LoopConfig, Model, RunResult, ToolInfo, ToolResult
+from .engine import AgentLoop, LoopConfig, Model, RunResult, ToolInfo, ToolResult, ToolsUnavailable
 from .mcp_pool import McpConnection, McpPool, McpUnavailable, current_confirm_handler, token_key
 from .metrics import LoopMetrics
 from .store import RunRecord, RunStore, utcnow
@@ -21,6 +22,9 @@ from .tracing import log_run
 
 logger = logging.getLogger(__name__)
 CONFIRM_MODES = ("ask", "accept", "decline")
+# A cancelled run first lets the MCP server hear "cancel" for its open questions (so the server
+# audits them); a tool call that does not come back within this long is cut off regardless.
+CANCEL_GRACE_SECONDS = 5.0
 
 
 class UnknownConfirmation(LookupError):
@@ -29,6 +33,10 @@ class UnknownConfirmation(LookupError):
 
 class ConfirmationAlreadyAnswered(Exception):
     pass
+
+
+class RunIdInUse(Exception):
+    """A run with the requested id exists already (this user's or another's)."""
 
 
 @dataclass
@@ -50,8 +58,10 @@ class ActiveRun:
     confirmations: dict[str, PendingConfirmation] = field(default_factory=dict)
     history: list[dict[str, Any]] | None = None  # given by the caller instead of the session
     remember: bool = True  # append this run to its session's history
+    cancelling: bool = False  # cancelled while a confirmation was open: stop after its call
     task: asyncio.Task[dict[str, Any]] | None = None
     started: float = field(default_factory=time.perf_counter)
+    created_at: dt.datetime = field(default_factory=utcnow)
 
     async def emit(self, kind: str, data: dict[str, Any]) -> None:
         await self.events.put((kind, data))
@@ -84,11 +94,18 @@ class RunTools:
         return self._connection
 
     async def list(self) -> list[ToolInfo]:
-        specs = await (await self._conn()).tools()
+        try:
+            specs = await (await self._conn()).tools()
+        except McpUnavailable as error:
+            raise ToolsUnavailable(str(error)) from error
         self._specs = {s.name: s for s in specs}
         return [
             ToolInfo(
-                s.name, s.description, s.openai_tool()["function"]["parameters"], s.destructive
+                s.name,
+                s.description,
+                s.openai_tool()["function"]["parameters"],
+                s.destructive,
+                s.read_only,
             )
             for s in specs
         ]
@@ -100,18 +117,24 @@ class RunTools:
         reset = current_confirm_handler.set(self._confirm)
         try:
             try:
-                result = await (await self._conn()).call(name, arguments)
-            except McpUnavailable:
-                spec = self._specs.get(name)
-                if spec is None or not spec.read_only:
-                    raise  # the call may have been applied: never repeat a write blindly
-                self._connection = None  # reconnect once and repeat the read
-                result = await (await self._conn()).call(name, arguments)
+                try:
+                    result = await (await self._conn()).call(name, arguments)
+                except McpUnavailable:
+                    spec = self._specs.get(name)
+                    if spec is None or not spec.read_only:
+                        raise  # the call may have been applied: never repeat a write blindly
+                    self._connection = None  # reconnect once and repeat the read
+                    result = await (await self._conn()).call(name, arguments)
+            except McpUnavailable as error:
+                outcome = "unavailable"
+                raise ToolsUnavailable(str(error)) from error
             outcome = "tool_error" if result.is_error else "ok"
             return ToolResult(result.text, result.is_error, result.structured)
         finally:
             current_confirm_handler.reset(reset)
             metrics.tool_duration.labels(name, outcome).observe(time.perf_counter() - started)
+            if self._run.cancelling and self._run.task is not None:
+                self._run.task.cancel()  # the server has had its answer: now stop the run
 
     async def _confirm(self, message: str, schema: dict[str, Any]) -> ElicitResult:
         run, metrics = self._run, self._manager.metrics
@@ -186,16 +209,20 @@ class RunManager:
         confirm: str,
         stream: bool,
         history: list[dict[str, Any]] | None = None,
+        run_id: str | None = None,
     ) -> ActiveRun:
-        user_key = token_key(token)
-        if session_id is not None:
-            owner = await anyio.to_thread.run_sync(self.store.session_owner, session_id)
-            if owner is not None and owner != user_key:
-                session_id = None  # another user's session id: start a fresh one instead
+        """Start a run; with `run_id` (the client's own) raises RunIdInUse when that id is
+        taken, so a retry never starts a second run."""
+        if run_id is not None:
+            stored = await anyio.to_thread.run_sync(self.store.run_exists, run_id)
+            # No await from this check to the insertion below: two requests with one id
+            # cannot both pass it.
+            if stored or run_id in self.active:
+                raise RunIdInUse(run_id)
         run = ActiveRun(
-            id=f"run_{secrets.token_hex(8)}",
-            user_key=user_key,
-            session_id=session_id or f"ses_{secrets.token_hex(8)}",
+            id=run_id or f"run_{secrets.token_hex(8)}",
+            user_key=token_key(token),
+            session_id=session_id or _new_session_id(),
             input=user_input,
             confirm=confirm,
             history=history,
@@ -215,7 +242,7 @@ class RunManager:
             status="running",
             input=run.input,
             system_prompt=self.config.system_prompt,
-            created_at=utcnow(),
+            created_at=run.created_at,
         )
         try:
             async with self._slots:
@@ -224,6 +251,8 @@ class RunManager:
                     if run.history is not None:
                         history = run.history
                     else:
+                        await self._claim_session(run)
+                        record.session_id = run.session_id
                         history = await anyio.to_thread.run_sync(
                             self.store.history, run.session_id, run.user_key
                         )
@@ -231,7 +260,11 @@ class RunManager:
                     await run.emit("run.started", {"id": run.id, "session_id": run.session_id})
                     loop = self._streaming_loop if stream else self._loop
                     result = await loop.run(
-                        run.input, RunTools(self, run, token), history, self._observer(run)
+                        run.input,
+                        RunTools(self, run, token),
+                        history,
+                        self._observer(run),
+                        self._checkpointer(run),
                     )
                 finally:
                     self.metrics.in_flight.dec()
@@ -253,19 +286,30 @@ class RunManager:
         self.active.pop(run.id, None)
         return final
 
+    async def _claim_session(self, run: ActiveRun) -> None:
+        """The session becomes the run's user's before anything is read or written; another
+        user's session id gets a fresh session instead (ownership is settled by the store,
+        atomically, so two users racing on one new id cannot both have it)."""
+        while not await anyio.to_thread.run_sync(
+            self.store.claim_session, run.session_id, run.user_key
+        ):
+            run.session_id = _new_session_id()
+
     async def _remember(
         self, run: ActiveRun, record: RunRecord, result: RunResult, history: list[dict[str, Any]]
     ) -> None:
         self._record(record, result, history)
         await anyio.to_thread.run_sync(self.store.save_run, record)
         if run.remember and result.status in ("completed", "max_turns"):
-            await anyio.to_thread.run_sync(
+            appended = await anyio.to_thread.run_sync(
                 self.store.append_history,
                 run.session_id,
                 run.user_key,
                 result.messages,
                 self._session_max,
             )
+            if not appended:  # cannot happen after the claim; never write into another's
+                logger.warning("run %s: session belongs to another user; not remembered", run.id)
 
     def _count(self, run: ActiveRun, result: RunResult) -> None:
         metrics = self.metrics
@@ -274,6 +318,19 @@ class RunManager:
         metrics.turns.observe(result.turns)
         for kind in result.detections:
             metrics.detections.labels(kind).inc()
+
+    def _checkpointer(self, run: ActiveRun):  # type: ignore[no-untyped-def]
+        """Saves the run's steps as they happen, one save at a time, each with the newest."""
+        saving = asyncio.Lock()
+
+        async def checkpoint(snapshot: Callable[[], list[dict[str, Any]]]) -> None:
+            async with saving:
+                try:
+                    await anyio.to_thread.run_sync(self.store.save_steps, run.id, snapshot())
+                except Exception as error:  # a missed checkpoint must not fail the run
+                    logger.warning("run %s: steps not saved: %s", run.id, type(error).__name__)
+
+        return checkpoint
 
     def _observer(self, run: ActiveRun):  # type: ignore[no-untyped-def]
         metrics = self.metrics
@@ -348,7 +405,16 @@ class RunManager:
         run = self.active.get(run_id)
         if run is None or run.user_key != user_key or run.task is None:
             return False
-        run.task.cancel()  # the loop answers pending tool calls and records "cancelled"
+        open_questions = [p for p in run.confirmations.values() if not p.answer.done()]
+        if not open_questions:
+            run.task.cancel()  # the loop answers pending tool calls and records "cancelled"
+            return True
+        # Answer "cancel" so that the MCP server hears it (and audits the abandoned
+        # confirmation), then stop the run once that call is back.
+        run.cancelling = True
+        for pending in open_questions:
+            pending.answer.set_result(ElicitResult(action="cancel"))
+        asyncio.get_running_loop().call_later(CANCEL_GRACE_SECONDS, run.task.cancel)
         return True
 
     async def record(self, run_id: str, user_key: str) -> dict[str, Any] | None:
@@ -376,9 +442,44 @@ class RunManager:
             "finished_at": stored.finished_at.isoformat() if stored.finished_at else None,
         }
 
+    async def recent(self, user_key: str, limit: int) -> list[dict[str, Any]]:
+        """The user's newest runs, running ones included, newest first."""
+        stored = await anyio.to_thread.run_sync(self.store.recent_runs, user_key, limit)
+        known = {r.id for r in stored}
+        waiting = [  # not stored until they get a slot
+            {
+                "id": r.id,
+                "status": "running",
+                "session_id": r.session_id,
+                "input": r.input,
+                "reason": None,
+                "created_at": r.created_at.isoformat(),
+                "finished_at": None,
+            }
+            for r in self.active.values()
+            if r.user_key == user_key and r.id not in known
+        ]
+        listed = [
+            {
+                "id": r.id,
+                "status": r.status,
+                "session_id": r.session_id,
+                "input": r.input,
+                "reason": r.reason,
+                "created_at": r.created_at.isoformat() if r.created_at else None,
+                "finished_at": r.finished_at.isoformat() if r.finished_at else None,
+            }
+            for r in stored
+        ]
+        return sorted(waiting + listed, key=lambda r: r["created_at"] or "", reverse=True)[:limit]
+
     def mark_interrupted(self) -> int:
         """Runs left "running" by a previous process never finish: say so in their records."""
         return self.store.mark_interrupted()
+
+
+def _new_session_id() -> str:
+    return f"ses_{secrets.token_hex(8)}"
 
 
 def _empty_result(run: ActiveRun, status: str, reason: str) -> RunResult:

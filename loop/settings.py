@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from common.entrypoint import DatabaseUrl, HttpUrl, LogLevel
 
 from .engine import SYSTEM_PROMPT
 
@@ -15,15 +17,19 @@ class LoopSettings(BaseSettings):
 
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=1, le=65535)
-    model_base_url: str = Field("http://127.0.0.1:8000/v1", description="OpenAI-compatible /v1")
+    model_base_url: HttpUrl = Field("http://127.0.0.1:8000/v1", description="OpenAI-compatible /v1")
     model_name: str = "leave-copilot"
     model_api_key: SecretStr = SecretStr("EMPTY")
-    mcp_url: str = "http://127.0.0.1:8090/mcp"
+    mcp_url: HttpUrl = "http://127.0.0.1:8090/mcp"
     max_turns: int = Field(8, ge=1, le=64)
     system_prompt: str = SYSTEM_PROMPT
     stop_tools: Annotated[list[str], NoDecode] = Field(default_factory=list)
     temperature: float = Field(0.0, ge=0, le=2)
     max_tokens: int | None = Field(None, ge=1)
+    model_context_tokens: int | None = Field(
+        None, ge=256, description="The model's context length; unset: as /v1/models lists it."
+    )
+    tool_result_max_tokens: int = Field(1024, ge=64, description="Longer tool results are cut.")
     model_timeout_seconds: float = Field(60.0, gt=0)
     model_max_retries: int = Field(3, ge=0, le=10)
     model_retry_backoff_seconds: float = Field(0.5, ge=0)
@@ -33,10 +39,18 @@ class LoopSettings(BaseSettings):
     tool_concurrency: int = Field(4, ge=1, le=64)
     max_concurrent_runs: int = Field(64, ge=1)
     session_max_messages: int = Field(40, ge=2, description="History kept per session.")
-    store_url: str = "sqlite:///var/loop.db"
+    store_url: DatabaseUrl = "sqlite:///var/loop.db"
     agent_model_name: str = Field("leave-copilot-agent", description="Model name of the facade.")
     trace_log: bool = Field(False, description="Log OpenTelemetry-GenAI-named spans per run.")
-    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    max_header_bytes: int = Field(16384, ge=1024, description="Larger request headers → 431.")
+    rejected_token_cache_seconds: float = Field(
+        30.0, ge=0, description="How long a token the MCP server refused is refused unasked."
+    )
+    auth_failure_limit: int = Field(
+        20, ge=1, description="Failed authentications per client address per window."
+    )
+    auth_failure_window_seconds: float = Field(60.0, gt=0)
+    log_level: LogLevel = "info"
 
     @field_validator("stop_tools", mode="before")
     @classmethod

@@ -7,13 +7,19 @@ exported as fine-tuning data. Users are stored as a hash of their token, never t
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Iterator
 from typing import Any
 
 from sqlalchemy import JSON, DateTime, Integer, String, Text, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
 from common.sqlite import create_engine_for, utcnow
+
+from .engine import IN_PROGRESS
+
+INTERRUPTED_STEP = "interrupted: outcome unknown"
 
 
 class Base(DeclarativeBase):
@@ -55,6 +61,13 @@ class SessionRecord(Base):
     updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
+def _interrupted(step: dict[str, Any]) -> dict[str, Any]:
+    """A step saved while in progress, as the end of its process left it."""
+    if step.get("type") == "tool" and step.get("error") == IN_PROGRESS:
+        return {**step, "error": INTERRUPTED_STEP}
+    return step
+
+
 def bounded_history(messages: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
     """The newest messages within `limit`, starting at a user message so that no tool message
     is separated from the assistant call it answers."""
@@ -83,6 +96,22 @@ class RunStore:
     def _writer(self) -> Session:
         return self._writers()
 
+    def run_exists(self, run_id: str) -> bool:
+        """Whether any user has a run with this id."""
+        with self._session() as s:
+            return s.get(RunRecord, run_id) is not None
+
+    def recent_runs(self, user_key: str, limit: int) -> list[RunRecord]:
+        """The user's newest runs first."""
+        query = (
+            select(RunRecord)
+            .where(RunRecord.user_key == user_key)
+            .order_by(RunRecord.created_at.desc())
+            .limit(limit)
+        )
+        with self._session() as s:
+            return list(s.scalars(query).all())
+
     def save_run(self, record: RunRecord) -> None:
         with self._writer() as s, s.begin():
             s.merge(record)
@@ -104,23 +133,63 @@ class RunStore:
             record = s.get(SessionRecord, session_id)
             return record.user_key if record else None
 
+    def claim_session(self, session_id: str, user_key: str) -> bool:
+        """Make the session the user's if it is nobody's yet, in one transaction; True when it
+        is (now) the user's. The first user of a session id owns it for good."""
+        try:
+            with self._writer() as s, s.begin():
+                record = s.get(SessionRecord, session_id)
+                if record is None:
+                    s.add(SessionRecord(id=session_id, user_key=user_key, messages=[]))
+                    return True
+                return record.user_key == user_key
+        except IntegrityError:  # a concurrent writer created it first (databases without
+            # SQLite's up-front write lock): whoever won owns it
+            return self.session_owner(session_id) == user_key
+
     def append_history(
         self, session_id: str, user_key: str, messages: list[dict[str, Any]], limit: int
-    ) -> None:
+    ) -> bool:
+        """Append to the user's own session; False (and nothing written) for anyone else's."""
         with self._writer() as s, s.begin():
             record = s.get(SessionRecord, session_id)
             if record is None:
                 record = SessionRecord(id=session_id, user_key=user_key, messages=[])
                 s.add(record)
+            elif record.user_key != user_key:
+                return False
             record.messages = bounded_history([*record.messages, *messages], limit)
             record.updated_at = utcnow()
+            return True
+
+    def save_steps(self, run_id: str, steps: list[dict[str, Any]]) -> None:
+        """The steps so far of a run that is still running (a late save changes nothing)."""
+        with self._writer() as s, s.begin():
+            record = s.get(RunRecord, run_id)
+            if record is not None and record.status == "running":
+                record.steps = steps
 
     def mark_interrupted(self) -> int:
+        """Runs left "running" by a process that died: failed, and any tool call that had
+        started is named, since it may have been applied."""
         with self._writer() as s, s.begin():
             stale = s.scalars(select(RunRecord).where(RunRecord.status == "running")).all()
             for record in stale:
+                steps = [_interrupted(step) for step in record.steps or []]
+                started = [
+                    f"{step['name']}({json.dumps(step.get('arguments'), ensure_ascii=False)})"
+                    for step in steps
+                    if step.get("error") == INTERRUPTED_STEP
+                ]
+                reason = "interrupted: the loop service restarted during the run"
+                if started:
+                    reason += (
+                        f"; {', '.join(started)} had started and its outcome is unknown: check "
+                        "the leave (search_leaves) before doing it again"
+                    )
+                record.steps = steps
                 record.status = "failed"
-                record.reason = "interrupted: the loop service restarted during the run"
+                record.reason = reason[:500]
                 record.finished_at = utcnow()
             return len(stale)
 

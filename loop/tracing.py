@@ -55,7 +55,7 @@ def spans(run_id: str, model_name: str, result: RunResult) -> list[dict[str, Any
             }
             if isinstance(step.result, dict):
                 attributes["gen_ai.response.finish_reasons"] = [step.result.get("finish_reason")]
-        elif step.type == "tool":
+        elif step.type in ("tool", "verify"):
             name = f"execute_tool {step.name}"
             attributes = {
                 "gen_ai.operation.name": "execute_tool",

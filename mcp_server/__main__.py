@@ -6,7 +6,10 @@ import argparse
 import logging
 import sys
 
+from common.entrypoint import exit_on_startup_error, opening
 
+
+@exit_on_startup_error
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mcp_server", description=__doc__)
     commands = parser.add_subparsers(dest="command")
@@ -25,28 +28,31 @@ def main(argv: list[str] | None = None) -> int:
     if settings is None:
         return 2
     logging.basicConfig(
-        level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s"
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
 
     from .storage import Database
 
+    with opening("MCP_DATABASE_URL", "the leave database"):
+        database = Database(settings.database_url)
+        if args.command != "seed" or not args.reset:
+            database.create_schema()
     if args.command == "seed":
         from .seed import seed
 
-        created = seed(Database(settings.database_url), reset=args.reset)
+        with opening("MCP_DATABASE_URL", "the leave database"):
+            created = seed(database, reset=args.reset)
         print("demo data created" if created else "demo data already present; use --reset")
         return 0
     if args.command == "issue-token":
         from .leaves import LeaveService
 
-        database = Database(settings.database_url)
-        database.create_schema()
         print(LeaveService(database).issue_token(args.employee_id))
         return 0
 
     from .app import create_app
 
-    serve(create_app(settings), settings.host, settings.port, settings.log_level)
+    serve(create_app(settings, database), settings)
     return 0
 
 

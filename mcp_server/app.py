@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
 import anyio.to_thread
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.transport_security import TransportSecuritySettings
@@ -14,8 +20,10 @@ from .auth import EmployeeTokenVerifier
 from .leaves import LeaveService
 from .metrics import ServerMetrics
 from .settings import ServerSettings
-from .storage import Database
+from .storage import Database, utcnow
 from .tools import build_server
+
+logger = logging.getLogger(__name__)
 
 
 class CountAuthFailures:
@@ -63,6 +71,7 @@ def create_app(settings: ServerSettings, database: Database | None = None) -> AS
         metrics,
         language=settings.language,
         elicitation_state_key=key.get_secret_value() if key else None,
+        confirmation_ttl_seconds=settings.confirmation_ttl_seconds,
         token_verifier=EmployeeTokenVerifier(service),
         auth=AuthSettings(
             issuer_url=settings.base_url,
@@ -94,4 +103,34 @@ def create_app(settings: ServerSettings, database: Database | None = None) -> AS
         transport_security=transport_security(settings),
         host=settings.host,
     )
+    sdk_lifespan = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(app_: object) -> AsyncIterator[None]:
+        async with sdk_lifespan(app_), anyio.create_task_group() as tasks:
+            tasks.start_soon(
+                audit_abandoned_confirmations, service, metrics, settings.confirmation_ttl_seconds
+            )
+            yield
+            tasks.cancel_scope.cancel()
+
+    app.router.lifespan_context = lifespan
     return CountAuthFailures(app, metrics)
+
+
+async def audit_abandoned_confirmations(
+    service: LeaveService, metrics: ServerMetrics, ttl_seconds: float
+) -> None:
+    """Forever: questions unanswered for `ttl_seconds` (a client that cancelled, crashed or
+    went away; no answer can be accepted any more) go to the audit log as abandoned."""
+    every = min(max(ttl_seconds / 4, 0.25), 60.0)
+    while True:
+        cutoff = utcnow() - dt.timedelta(seconds=ttl_seconds)
+        try:
+            abandoned = await anyio.to_thread.run_sync(service.audit_abandoned, cutoff)
+        except Exception as error:  # the database may be briefly unavailable: try next time
+            logger.warning("auditing abandoned confirmations failed: %s", type(error).__name__)
+        else:
+            if abandoned:
+                metrics.elicitations.labels("abandoned").inc(abandoned)
+        await anyio.sleep(every)

@@ -16,10 +16,23 @@ from sqlalchemy.orm import Session
 
 from .messages import Refusal
 from .schemas import BalanceLine, BalanceResult, LeaveView
-from .storage import ApiToken, AuditEntry, Balance, Database, Employee, Leave, utcnow
+from .storage import (
+    ApiToken,
+    AuditEntry,
+    Balance,
+    Database,
+    Employee,
+    Leave,
+    PendingConfirmation,
+    utcnow,
+)
 
 HOURS_PER_DAY = 8
 MAX_SEARCH_RESULTS = 20
+# Every word of a search is one more OR of LIKEs that must all hold: unbounded input would build
+# an expression SQLite refuses (~1,000 words) or spends seconds of CPU on.
+MAX_KEYWORD_CHARS = 100
+MAX_KEYWORD_WORDS = 8
 
 # canonical type -> aliases a model or a person may use
 LEAVE_TYPES: dict[str, tuple[str, ...]] = {
@@ -105,6 +118,13 @@ class LeaveService:
     def search(self, actor_id: str, keyword: str, status: str | None) -> list[LeaveView]:
         if status is not None and status not in ALL_STATUSES:
             raise Refusal("invalid_status", requested=status)
+        words = keyword.split()
+        if len(keyword) > MAX_KEYWORD_CHARS or len(words) > MAX_KEYWORD_WORDS:
+            raise Refusal(
+                "keyword_too_long",
+                max_chars=MAX_KEYWORD_CHARS,
+                max_words=MAX_KEYWORD_WORDS,
+            )
         with self.db.read() as s:
             actor = self._employee(s, actor_id)
             query = (
@@ -114,7 +134,7 @@ class LeaveService:
             )
             if status:
                 query = query.where(Leave.status == status)
-            for term in keyword.split():  # every word must match somewhere
+            for term in words:  # every word must match somewhere
                 query = query.where(_matches(term))
             rows = s.execute(
                 query.order_by(Leave.start_date.desc()).limit(MAX_SEARCH_RESULTS)
@@ -229,10 +249,18 @@ class LeaveService:
 
     def cancel_approved(self, actor_id: str, leave_id: str) -> LeaveView:
         """approved → cancelled, restoring the balance. Call only after an accepted confirmation."""
+        try:
+            return self._cancel_approved(actor_id, leave_id)
+        except Refusal:  # accepted, but a rule said no meanwhile (e.g. a concurrent change)
+            self.record_not_applied(actor_id, leave_id, "accepted")
+            raise
+
+    def _cancel_approved(self, actor_id: str, leave_id: str) -> LeaveView:
         with self.db.write() as s:
             actor = self._employee(s, actor_id)
             leave, owner = self._visible(s, actor, leave_id)
             self._require_cancellable(leave, actor)
+            self._settle_confirmation(s, actor.id, leave.id, "cancel_approved_leave")
             self._compare_and_set(s, leave, "approved", "cancelled")
             s.execute(
                 update(Balance)
@@ -254,9 +282,11 @@ class LeaveService:
             )
             return self._view(leave, owner, actor)
 
-    def record_unconfirmed(self, actor_id: str, leave_id: str, confirmation: str) -> None:
-        """Audit a declined or abandoned confirmation; the leave itself is not touched."""
+    def record_not_applied(self, actor_id: str, leave_id: str, confirmation: str) -> None:
+        """Audit an answered confirmation that changed nothing (declined, cancelled, or accepted
+        but refused); the leave itself is not touched."""
         with self.db.write() as s:
+            self._settle_confirmation(s, actor_id, leave_id.strip(), "cancel_approved_leave")
             leave = s.get(Leave, leave_id)
             status = leave.status if leave else None
             s.add(
@@ -270,6 +300,51 @@ class LeaveService:
                     "not_applied",
                 )
             )
+
+    def confirmation_asked(self, actor_id: str, leave_id: str, tool: str) -> None:
+        """Remember a question until its answer arrives (or it is audited as abandoned)."""
+        with self.db.write() as s:
+            s.add(PendingConfirmation(leave_id=leave_id, actor_id=actor_id, tool=tool))
+
+    def audit_abandoned(self, asked_before: dt.datetime) -> int:
+        """Audit every confirmation asked before `asked_before` and never answered: its client
+        cancelled, crashed or went away. Returns how many."""
+        with self.db.write() as s:
+            stale = s.scalars(
+                select(PendingConfirmation).where(PendingConfirmation.asked_at < asked_before)
+            ).all()
+            for pending in stale:
+                leave = s.get(Leave, pending.leave_id)
+                status = leave.status if leave else None
+                s.add(
+                    self._audit(
+                        pending.leave_id,
+                        pending.actor_id,
+                        pending.tool,
+                        status,
+                        status,
+                        "abandoned",
+                        "not_applied",
+                    )
+                )
+                s.delete(pending)
+            return len(stale)
+
+    @staticmethod
+    def _settle_confirmation(s: Session, actor_id: str, leave_id: str, tool: str) -> None:
+        """The answer arrived: the oldest open question of this kind is no longer pending."""
+        oldest = s.scalars(
+            select(PendingConfirmation)
+            .where(
+                PendingConfirmation.actor_id == actor_id,
+                PendingConfirmation.leave_id == leave_id,
+                PendingConfirmation.tool == tool,
+            )
+            .order_by(PendingConfirmation.id)
+            .limit(1)
+        ).first()
+        if oldest is not None:
+            s.delete(oldest)
 
     def audit_trail(self, leave_id: str) -> list[AuditEntry]:
         with self.db.read() as s:

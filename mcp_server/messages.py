@@ -111,6 +111,13 @@ TEMPLATES: dict[str, tuple[str, dict[str, str]]] = {
             "{other_status}); choose other dates or deal with that leave first.",
         },
     ),
+    "keyword_too_long": (
+        "validation",
+        {
+            "zh-TW": "搜尋關鍵字太長。請用最多 {max_words} 個詞、共 {max_chars} 個字元以內的關鍵字（例如假別、事由中的詞或日期），或用空字串列出全部假單。",
+            "en": "The search keyword is too long. Use at most {max_words} words and {max_chars} characters (e.g. a leave type, a word of the reason or a date), or an empty string to list all leaves.",
+        },
+    ),
     "invalid_leave_type": (
         "validation",
         {

@@ -7,6 +7,8 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from common.entrypoint import DatabaseUrl, HttpUrl, LogLevel
+
 # Placeholders shipped in examples; a production server refuses to start with any of them.
 KNOWN_DEFAULT_SECRETS = frozenset({"dev-elicitation-state-key-not-for-production-use-000000"})
 
@@ -19,7 +21,7 @@ class ServerSettings(BaseSettings):
 
     host: str = Field("127.0.0.1", description="Interface to bind; 0.0.0.0 only in containers.")
     port: int = Field(8090, ge=1, le=65535)
-    database_url: str = Field("sqlite:///var/leave.db", description="SQLAlchemy URL.")
+    database_url: DatabaseUrl = Field("sqlite:///var/leave.db", description="SQLAlchemy URL.")
     env: Literal["development", "production"] = "development"
     language: Literal["zh-TW", "en"] = Field("zh-TW", description="Language of tool messages.")
     # Host headers the DNS-rebinding guard accepts; add the compose service name or proxy host.
@@ -31,10 +33,15 @@ class ServerSettings(BaseSettings):
     )
     # Seals elicitation state between rounds; share it across workers/replicas.
     elicitation_state_key: SecretStr | None = None
-    public_url: str | None = Field(
+    confirmation_ttl_seconds: float = Field(
+        600.0,
+        gt=0,
+        description="An unanswered confirmation expires, and is audited as abandoned, after this.",
+    )
+    public_url: HttpUrl | None = Field(
         None, description="Externally visible base URL, used in auth metadata."
     )
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_level: LogLevel = "info"
 
     @field_validator("allowed_hosts", "allowed_origins", mode="before")
     @classmethod

@@ -71,10 +71,27 @@ class AuditEntry(Base):
     tool: Mapped[str] = mapped_column(String(64))
     from_status: Mapped[str | None] = mapped_column(String(16))
     to_status: Mapped[str | None] = mapped_column(String(16))
-    # accepted | declined | cancelled, for actions behind a human confirmation; else NULL
+    # accepted | declined | cancelled | abandoned (asked, never answered), for actions behind a
+    # human confirmation; else NULL
     confirmation: Mapped[str | None] = mapped_column(String(16))
     # applied | not_applied
     outcome: Mapped[str] = mapped_column(String(16))
+
+
+class PendingConfirmation(Base):
+    """A confirmation that was asked and not yet answered. In the stateless protocol era the
+    server keeps nothing else between the question and the answer, so this row is what lets
+    an abandoned one (client cancelled or crashed) still reach the audit log."""
+
+    __tablename__ = "pending_confirmations"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    leave_id: Mapped[str] = mapped_column(String(16), index=True)
+    actor_id: Mapped[str] = mapped_column(String(32))
+    tool: Mapped[str] = mapped_column(String(64))
+    asked_at: Mapped[dt.datetime] = mapped_column(
+        DateTime(timezone=True), default=utcnow, index=True
+    )
 
 
 class Database:

@@ -6,6 +6,7 @@
 import json
 import logging
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -14,6 +15,7 @@ import anyio.to_thread
 from mcp.server.mcpserver import (
     AcceptedElicitation,
     CancelledElicitation,
+    Context,
     Elicit,
     ElicitationResult,
     MCPServer,
@@ -24,12 +26,13 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from .auth import current_employee_id
-from .leaves import LeaveService
+from .leaves import MAX_KEYWORD_CHARS, MAX_KEYWORD_WORDS, LeaveService
 from .messages import CONFIRM_QUESTION, Refusal
 from .metrics import ServerMetrics
 from .schemas import BalanceResult, CancelResult, LeaveView, SearchResult, StatusChange
 
 logger = logging.getLogger(__name__)
+LOG_EXCERPT_CHARS = 300
 
 SERVER_NAME = "leave-mcp"
 INSTRUCTIONS = (
@@ -60,10 +63,17 @@ def build_server(
     *,
     language: str = "zh-TW",
     elicitation_state_key: str | None = None,
+    confirmation_ttl_seconds: float = 600.0,
     token_verifier: Any = None,
     auth: Any = None,
 ) -> MCPServer:
-    security = RequestStateSecurity(keys=[elicitation_state_key]) if elicitation_state_key else None
+    # An answer is accepted for `confirmation_ttl_seconds` after its question; after that the
+    # question counts as abandoned (see LeaveService.audit_abandoned).
+    security = (
+        RequestStateSecurity(keys=[elicitation_state_key], ttl=confirmation_ttl_seconds)
+        if elicitation_state_key
+        else RequestStateSecurity.ephemeral(ttl=confirmation_ttl_seconds)
+    )
     server = MCPServer(
         SERVER_NAME,
         instructions=INSTRUCTIONS,
@@ -115,9 +125,15 @@ def build_server(
             return refused(tool, refusal)
         except _NotAuthenticated:
             return failed(tool, "internal_error")
-        except Exception:
-            # The client sees a generic text; the detail stays in the server log.
-            logger.exception("tool %s failed", tool)
+        except Exception as error:
+            # The client sees a generic text; the detail stays in the server log, bounded:
+            # a database error's text can quote the caller's input at any length.
+            logger.error(
+                "tool %s failed: %s\n%s",
+                tool,
+                log_excerpt(f"{type(error).__name__}: {error}"),
+                "".join(traceback.format_tb(error.__traceback__)),
+            )
             return failed(tool)
         finally:
             metrics.tool_duration.labels(tool).observe(time.perf_counter() - started)
@@ -130,7 +146,8 @@ def build_server(
             str,
             Field(
                 description="Words to find in the leave's reason, type or dates, e.g. 家庭旅遊, "
-                "特休 or 2026-12. Use an empty string to list all leaves."
+                f"特休 or 2026-12 (at most {MAX_KEYWORD_WORDS} words, {MAX_KEYWORD_CHARS} "
+                "characters). Use an empty string to list all leaves."
             ),
         ],
         status: Annotated[
@@ -196,14 +213,23 @@ def build_server(
 
         return await run("update_leave_status", work)
 
-    async def ask_to_cancel(leave_id: str) -> Elicit[CancelConfirmation] | _Refused:
-        # Runs again on every round of the modern protocol: reads only, same question each time.
+    async def ask_to_cancel(leave_id: str, ctx: Context) -> Elicit[CancelConfirmation] | _Refused:
+        # Runs again on every round of the modern protocol: same question each time, and the
+        # only write is on the round that asks (the one without answers), so that a question
+        # nobody answers still reaches the audit log (see audit_abandoned_confirmations).
+        employee_id = actor()
         try:
             view = await anyio.to_thread.run_sync(
-                lambda: service.check_cancellable(actor(), leave_id)
+                lambda: service.check_cancellable(employee_id, leave_id)
             )
         except Refusal as refusal:
             return _Refused(refusal)
+        if not ctx.input_responses:
+            await anyio.to_thread.run_sync(
+                lambda: service.confirmation_asked(
+                    employee_id, view.leave_id, "cancel_approved_leave"
+                )
+            )
         question = CONFIRM_QUESTION[language].format(**view.model_dump())
         return Elicit(question, CancelConfirmation)
 
@@ -232,7 +258,7 @@ def build_server(
             metrics.elicitations.labels(outcome).inc()
             employee_id = actor()
             await anyio.to_thread.run_sync(
-                lambda: service.record_unconfirmed(employee_id, leave_id, outcome)
+                lambda: service.record_not_applied(employee_id, leave_id, outcome)
             )
             return refused(tool, Refusal(f"confirmation_{outcome}", leave_id=leave_id))
         metrics.elicitations.labels("accepted").inc()
@@ -250,6 +276,14 @@ def build_server(
         return await run(tool, work)
 
     return server
+
+
+def log_excerpt(text: str) -> str:
+    """At most LOG_EXCERPT_CHARS of `text`, on one line."""
+    flat = repr(text)[1:-1]
+    if len(flat) <= LOG_EXCERPT_CHARS:
+        return flat
+    return f"{flat[:LOG_EXCERPT_CHARS]}… ({len(flat)} characters)"
 
 
 def _search(service: LeaveService, actor_id: str, keyword: str, status: str | None) -> SearchResult:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from common.entrypoint import load_settings, serve
+from common.entrypoint import exit_on_startup_error, load_settings, serve
 
 
+@exit_on_startup_error
 def main(argv: list[str] | None = None) -> int:
     argparse.ArgumentParser(
         prog="python -m modelsim",
@@ -20,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = load_settings(SimSettings)
     if settings is None:
         return 2
-    serve(create_app(settings), settings.host, settings.port, settings.log_level)
+    serve(create_app(settings), settings)
     return 0
 
 

@@ -8,7 +8,9 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import policy, tokens
+from common import tokens
+
+from . import policy
 from .errors import ApiError
 from .request import ChatRequest
 

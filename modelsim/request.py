@@ -11,9 +11,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from common.chat import content_text
+from common import tokens
+from common.chat import InvalidContent, content_text
 
-from . import tokens
 from .errors import ApiError
 
 ROLES = {"system", "developer", "user", "assistant", "tool"}
@@ -57,6 +57,10 @@ def parse(body: bytes, *, strict: bool, max_model_len: int) -> ChatRequest:
     for i, message in enumerate(messages):
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
             raise ApiError(400, f"messages[{i}] must be an object with a role", param="messages")
+        try:
+            content_text(message.get("content"))
+        except InvalidContent as error:
+            raise ApiError(400, f"messages[{i}].{error}", param=f"messages[{i}].content") from None
 
     tools = data.get("tools") or []
     if not isinstance(tools, list) or not all(_is_function_tool(t) for t in tools):
@@ -161,22 +165,16 @@ def count_prompt(
     messages: list[dict[str, Any]], tools: list[dict[str, Any]]
 ) -> tuple[int, int, int]:
     """(prompt tokens, shared-prefix tokens, prefix key) under the documented counting rules."""
-    tools_json = json.dumps(tools, ensure_ascii=False) if tools else ""
-    total = tokens.TOKENS_PER_REQUEST + tokens.count(tools_json)
+    total = tokens.TOKENS_PER_REQUEST + tokens.tools_tokens(tools)
     prefix = total
-    prefix_parts = [tools_json]
+    prefix_parts = [json.dumps(tools, ensure_ascii=False) if tools else ""]
     leading_system = True
     for message in messages:
-        text = content_text(message.get("content"))
-        n = tokens.TOKENS_PER_MESSAGE + tokens.count(text)
-        for call in message.get("tool_calls") or []:
-            function = call.get("function") or {} if isinstance(call, dict) else {}
-            n += tokens.count(str(function.get("name", "")))
-            n += tokens.count(str(function.get("arguments", "")))
+        n = tokens.message_tokens(message)
         total += n
         if leading_system and message.get("role") in ("system", "developer"):
             prefix += n
-            prefix_parts.append(text)
+            prefix_parts.append(content_text(message.get("content")))
         else:
             leading_system = False
     return total, prefix, hash(tuple(prefix_parts))

@@ -7,6 +7,8 @@ from typing import Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from common.entrypoint import LogLevel
+
 
 class SimSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SIM_", extra="ignore")
@@ -30,7 +32,7 @@ class SimSettings(BaseSettings):
     fault_rate: float = Field(1.0, ge=0, le=1, description="Share of requests that get it.")
     stall_seconds: float = Field(30.0, ge=0)
     retry_after_seconds: int = Field(1, ge=0)
-    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_level: LogLevel = "info"
 
     @field_validator("fault")
     @classmethod

@@ -43,6 +43,28 @@ def http_ok(url: str) -> bool:
         return False
 
 
+def run_to_exit(module_args: list[str], env: Mapping[str, str]) -> tuple[int, str]:
+    """`python -m <module_args>` that should exit by itself: (status, stdout + stderr)."""
+    done = subprocess.run(
+        [sys.executable, "-m", *module_args],
+        cwd=REPO_ROOT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return done.returncode, done.stdout + done.stderr
+
+
+@contextmanager
+def port_in_use() -> Iterator[int]:
+    """A loopback port that something is listening on."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield sock.getsockname()[1]
+
+
 class ServiceProcess:
     """A `python -m <module>` child process with its log captured to a file."""
 

@@ -19,6 +19,7 @@ from loop.engine import (
     ModelReply,
     ToolInfo,
     ToolResult,
+    ToolsUnavailable,
 )
 
 
@@ -59,16 +60,25 @@ class ScriptedModel:
 
 
 class FakeTools:
-    def __init__(self, handlers: dict[str, Any], confirm: Sequence[str] = ()) -> None:
+    def __init__(
+        self, handlers: dict[str, Any], confirm: Sequence[str] = (), read_only: Sequence[str] = ()
+    ) -> None:
         self.handlers = handlers
         self.confirm = set(confirm)
+        self.read_only = set(read_only)
         self.called: list[tuple[str, dict[str, Any]]] = []
         self.running = 0
         self.max_running = 0
 
     async def list(self) -> list[ToolInfo]:
         return [
-            ToolInfo(name, f"{name} tool", {"type": "object"}, name in self.confirm)
+            ToolInfo(
+                name,
+                f"{name} tool",
+                {"type": "object"},
+                name in self.confirm,
+                name in self.read_only,
+            )
             for name in self.handlers
         ]
 
@@ -174,7 +184,8 @@ async def test_a_raising_or_timing_out_tool_still_gets_its_tool_message():
 
     model = ScriptedModel(calls(call("hang", {}, "h"), call("boom", {}, "b")), text("sorry"))
     config = LoopConfig(tool_timeout=0.05)
-    result = await AgentLoop(model, config).run("go", FakeTools({"hang": hang, "boom": boom}))
+    tools = FakeTools({"hang": hang, "boom": boom}, read_only=("hang", "boom"))
+    result = await AgentLoop(model, config).run("go", tools)
     by_id = {m["tool_call_id"]: m["content"] for m in tool_messages(result)}
     assert "逾時" in by_id["h"] and "RuntimeError" in by_id["b"]
     assert_every_call_answered_once(model.seen[1])
@@ -285,3 +296,63 @@ async def test_every_step_is_recorded_with_timing_and_tokens():
         "answer.delta",
         "model.finished",
     ]
+
+
+async def test_unreachable_tools_end_the_run_as_failed_without_asking_the_model_again():
+    def unreachable(_):
+        raise ToolsUnavailable("MCP connection lost: Connection closed")
+
+    model = ScriptedModel(
+        calls(call("search_leaves", {}, "r"), call("update_leave_status", {}, "w")),
+        text("已完成。"),  # never asked: it would only guess
+    )
+    tools = FakeTools({"search_leaves": lambda a: "[]", "update_leave_status": unreachable})
+    result = await AgentLoop(model).run("go", tools)
+    assert result.status == "failed"
+    assert result.reason == "tools_unavailable: MCP connection lost: Connection closed"
+    assert "update_leave_status" in result.answer and "無法確認" in result.answer
+    assert len(model.seen) == 1
+    assert_every_call_answered_once(result.messages)
+
+
+async def test_tools_unreachable_at_the_start_fail_the_run_with_the_reason():
+    class Down(FakeTools):
+        async def list(self):
+            raise ToolsUnavailable("cannot connect to the MCP server: ConnectError")
+
+    result = await AgentLoop(ScriptedModel()).run("go", Down({}))
+    assert (result.status, result.reason) == (
+        "failed",
+        "tools_unavailable: cannot connect to the MCP server: ConnectError",
+    )
+    assert result.answer
+
+
+@pytest.mark.parametrize(("now", "applied"), [("submitted", True), ("draft", False)])
+async def test_a_write_that_times_out_is_checked_before_anything_is_claimed(now, applied):
+    async def stuck(_):
+        await asyncio.Event().wait()
+
+    def search(arguments):
+        leave = {"leave_id": "LV-000001", "status": now}
+        return ToolResult("…", False, {"count": 1, "leaves": [leave]})
+
+    model = ScriptedModel(
+        calls(call("update_leave_status", {"leave_id": "LV-000001", "status": "submitted"}, "u")),
+        text("已送出。"),
+    )
+    tools = FakeTools({"update_leave_status": stuck, "search_leaves": search})
+    result = await AgentLoop(model, LoopConfig(tool_timeout=0.05)).run("送出", tools)
+    assert tools.called[-1] == ("search_leaves", {"keyword": "LV-000001"})
+    update = next(s for s in result.steps if s.name == "update_leave_status")
+    check = next(s for s in result.steps if s.type == "verify")
+    assert check.result["leaves"][0]["status"] == now
+    if applied:  # the change shows: the model hears so, and the run goes on
+        assert update.error == "timeout_applied" and result.status == "completed"
+        assert "已經生效" in tool_messages(result)[0]["content"]
+    else:  # it does not show (yet): unknown, and the run ends saying how to check
+        assert update.error == "timeout_outcome_unknown" and result.status == "failed"
+        assert result.reason.startswith("outcome_unknown: update_leave_status（LV-000001）")
+        assert "無法確認" in result.answer and "沒有完成" not in result.answer
+        assert len(model.seen) == 1
+    assert_every_call_answered_once(result.messages)

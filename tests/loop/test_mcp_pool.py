@@ -56,3 +56,16 @@ async def test_a_tools_list_changed_notification_drops_the_cached_list(mcp_url):
         assert await connection.tools() is not cached
     finally:
         await connection.close()
+
+
+async def test_refused_tokens_leave_nothing_behind_in_the_pool(mcp_url):
+    pool = McpPool(mcp_url)
+    try:
+        for n in range(5):
+            with pytest.raises(McpUnauthorized):
+                await pool.connection(f"garbage-{n}")
+        await pool.connection("demo-token-employee")
+        assert pool.has_open("demo-token-employee") and not pool.has_open("garbage-0")
+        assert len(pool._locks) == 1  # one per live connection, none per refused token
+    finally:
+        await pool.close()

@@ -2,15 +2,31 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import httpx
 
-from tests.support import ServiceProcess, free_port, model_simulator, seed_database
+from tests.support import REPO_ROOT, ServiceProcess, free_port, model_simulator, seed_database
 
 from .conftest import EMPLOYEE, loop_service, tool_steps
 
 
 def run(loop: str, body: dict) -> dict:
     return httpx.post(f"{loop}/v1/runs", json=body, headers=EMPLOYEE, timeout=60).json()
+
+
+def export(store_url: str) -> str:
+    """What `python -m loop export` writes by default."""
+    return subprocess.run(
+        [sys.executable, "-m", "loop", "export"],
+        cwd=REPO_ROOT,
+        env={**os.environ, "LOOP_STORE_URL": store_url},
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
 
 
 def test_mcp_server_killed_and_restarted_mid_session(tmp_path):
@@ -25,7 +41,7 @@ def test_mcp_server_killed_and_restarted_mid_session(tmp_path):
             model_simulator(tmp_path, profile="instant") as sim,
             loop_service(tmp_path, f"{sim}/v1", f"{mcp}/mcp", tool_timeout_seconds="5") as (
                 loop,
-                _,
+                store_url,
             ),
         ):
             first = run(loop, {"input": "查一下家庭旅遊的假單"})
@@ -35,10 +51,15 @@ def test_mcp_server_killed_and_restarted_mid_session(tmp_path):
 
             server.stop()  # the MCP server dies mid-session
             down = run(loop, {"input": "剛剛那張也送出審核", "session_id": session})
-            assert down["status"] in ("completed", "failed")
-            tool_errors = [s["error"] for s in down["steps"] if s["type"] == "tool" and s["error"]]
-            assert tool_errors or "Mcp" in (down.get("reason") or ""), down
+            # A run whose tools were unreachable is not a success, whatever the model says.
+            assert down["status"] == "failed", down
+            assert down["reason"].startswith("tools_unavailable:"), down
+            assert "無法確認" in down["answer"] and "查" in down["answer"]  # a write: unknown
             assert httpx.get(f"{loop}/readyz").json()["mcp"] != "ok"
+            metrics = httpx.get(f"{loop}/metrics").text
+            assert 'leave_loop_runs_total{status="failed"} 1.0' in metrics
+            exported = export(store_url)
+            assert first["id"] in exported and down["id"] not in exported
 
             server = ServiceProcess(["mcp_server"], env, tmp_path / "mcp-2.log")
             server.wait_ready(f"{mcp}/readyz")

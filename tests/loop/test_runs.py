@@ -112,3 +112,32 @@ async def test_trace_log_writes_genai_named_spans(tmp_path, caplog):
     assert chat["attributes"]["gen_ai.usage.input_tokens"] == 5
     assert chat["attributes"]["gen_ai.response.finish_reasons"] == ["stop"]
     assert root["attributes"]["leave_loop.status"] == "completed"
+
+
+async def test_two_users_racing_on_one_new_session_id_never_share_it(tmp_path):
+    from loop.mcp_pool import token_key
+
+    store = RunStore(f"sqlite:///{tmp_path / 'loop.db'}")
+    runs = manager(store)
+    # Both runs start before either is stored: ownership must be settled by the store.
+    first = await runs.start(
+        "token-a", "甲的請求", session_id="new", confirm="decline", stream=False
+    )
+    second = await runs.start(
+        "token-b", "乙的請求", session_id="new", confirm="decline", stream=False
+    )
+    finals = await asyncio.gather(first.task, second.task)
+    assert finals[0]["session_id"] != finals[1]["session_id"]
+    for final, token, text in zip(
+        finals, ("token-a", "token-b"), ("甲的請求", "乙的請求"), strict=True
+    ):
+        own = store.history(final["session_id"], token_key(token))
+        assert [m["content"] for m in own if m["role"] == "user"] == [text]
+
+
+def test_a_session_is_never_written_by_another_user(tmp_path):
+    store = RunStore(f"sqlite:///{tmp_path / 'loop.db'}")
+    assert store.claim_session("s", "alice") and store.claim_session("s", "alice")
+    assert not store.claim_session("s", "bob")
+    assert not store.append_history("s", "bob", [{"role": "user", "content": "bob"}], 10)
+    assert store.history("s", "alice") == [] and store.session_owner("s") == "alice"

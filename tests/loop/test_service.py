@@ -96,6 +96,51 @@ def test_a_follow_up_in_the_same_session_acts_on_the_leave_just_discussed(stack)
     assert httpx.get(f"{stack.loop}/v1/runs/{first['id']}", headers=EMPLOYEE).status_code == 404
 
 
+def test_a_session_id_first_used_by_one_user_never_collects_anothers_run(stack):
+    """One user waits on a confirmation in a brand-new session; meanwhile another user runs
+    with the same session id and finishes first. Neither history may hold the other's run."""
+    from loop.mcp_pool import token_key
+    from loop.store import RunStore
+
+    session = "raced-session"
+    waiting = {"input": "取消我年度健康檢查那張假", "session_id": session, "stream": True}
+    with (
+        httpx.Client(base_url=stack.loop, headers=MANAGER, timeout=30) as http,
+        http.stream("POST", "/v1/runs", json=waiting) as response,
+    ):
+        run_id, kind, manager_final = "", "", {}
+        for line in response.iter_lines():
+            if line.startswith("event: "):
+                kind = line[7:]
+            elif line.startswith("data: "):
+                data = json.loads(line[6:])
+                run_id = run_id or data["id"]
+                if kind == "confirmation.requested":
+                    other = post_run(
+                        stack, {"input": "我的假期餘額還有多少？", "session_id": session}
+                    )
+                    assert other.json()["status"] == "completed"
+                    http.post(
+                        f"/v1/runs/{run_id}/confirmations/{data['confirmation_id']}",
+                        json={"action": "decline"},
+                    )
+                if kind == "run.finished":
+                    manager_final = data
+    employee_final = other.json()
+    assert manager_final["session_id"] == session  # the first user owns it
+    assert employee_final["session_id"] != session
+    store = RunStore(stack.store_url)
+    try:
+        for final, token, text in (
+            (manager_final, "demo-token-manager", "取消我年度健康檢查那張假"),
+            (employee_final, "demo-token-employee", "我的假期餘額還有多少？"),
+        ):
+            history = store.history(final["session_id"], token_key(token))
+            assert [m["content"] for m in history if m["role"] == "user"] == [text]
+    finally:
+        store.dispose()
+
+
 @pytest.mark.parametrize(
     ("fault", "status", "check"),
     [
@@ -204,10 +249,23 @@ def test_fifty_concurrent_streaming_runs_each_get_their_own_confirmation(stack, 
         assert ids[n] in final["answer"]
 
 
+def confirmation_audit(stack, leave_id: str) -> list[tuple[str, str]]:
+    from mcp_server.leaves import LeaveService
+    from mcp_server.storage import Database
+
+    database = Database(stack.mcp_db_url)
+    try:
+        trail = LeaveService(database).audit_trail(leave_id)
+    finally:
+        database.dispose()
+    return [(e.confirmation, e.outcome) for e in trail if e.tool == "cancel_approved_leave"]
+
+
 def test_cancel_endpoint_stops_a_waiting_run_and_keeps_the_transcript_valid(stack, approved_leaves):
     from loop.mcp_pool import token_key
     from loop.store import RunStore
 
+    audited = confirmation_audit(stack, approved_leaves[3])
     # find the run id from the stream, then cancel it while it waits for the human
     with (
         httpx.Client(base_url=stack.loop, headers=EMPLOYEE, timeout=30) as http,
@@ -224,8 +282,13 @@ def test_cancel_endpoint_stops_a_waiting_run_and_keeps_the_transcript_valid(stac
                 break
     assert cancelled["status"] == "cancelled"
     cancel_step = next(s for s in cancelled["steps"] if s["name"] == "cancel_approved_leave")
-    assert cancel_step["error"] == "cancelled"
+    # Cut off, or back with the server's answer to the "cancel" the loop sent it first.
+    assert cancel_step["error"] == "cancelled" or (
+        cancel_step["result"]["error"]["code"] == "confirmation_cancelled"
+    ), cancel_step
     assert leave_status(stack, approved_leaves[3]) == "approved"
+    # The MCP server heard that the confirmation was abandoned, and audited it.
+    assert confirmation_audit(stack, approved_leaves[3]) == [*audited, ("cancelled", "not_applied")]
     store = RunStore(stack.store_url)
     try:
         record = store.get_run(run_id, token_key("demo-token-employee"))
@@ -237,6 +300,34 @@ def test_cancel_endpoint_stops_a_waiting_run_and_keeps_the_transcript_valid(stac
     assert asked and sorted(asked) == sorted(answered)
 
 
+def test_a_client_that_loses_its_connection_finds_its_run_by_its_own_id(stack):
+    body = {"input": "查一下家庭旅遊的假單 [sim-fault:stall]", "run_id": "client-run-0001"}
+    with pytest.raises(httpx.ReadTimeout):  # the model stalls; the client gives up waiting
+        httpx.post(f"{stack.loop}/v1/runs", json=body, headers=EMPLOYEE, timeout=0.3)
+
+    record = httpx.get(f"{stack.loop}/v1/runs/client-run-0001", headers=EMPLOYEE)
+    assert record.status_code == 200 and record.json()["id"] == "client-run-0001"
+    mine = httpx.get(f"{stack.loop}/v1/runs", headers=EMPLOYEE).json()["runs"]
+    assert mine[0]["id"] == "client-run-0001" and mine[0]["input"] == body["input"]
+    theirs = httpx.get(f"{stack.loop}/v1/runs", headers=OTHER).json()["runs"]
+    assert "client-run-0001" not in {r["id"] for r in theirs}
+
+    # Retrying with the same id returns that run (waiting for it), and starts no other.
+    again = post_run(stack, body)
+    assert again.status_code == 200, again.text
+    final = again.json()
+    assert final["id"] == "client-run-0001" and final["status"] == "failed"
+    assert "timeout" in final["reason"]
+    assert post_run(stack, body).json() == final
+    mine = httpx.get(f"{stack.loop}/v1/runs", headers=EMPLOYEE).json()["runs"]
+    assert [r["id"] for r in mine].count("client-run-0001") == 1
+    assert sum(r["input"] == body["input"] for r in mine) == 1
+    # Another user cannot take or read that id.
+    taken = post_run(stack, body, OTHER)
+    assert taken.status_code == 409
+    assert httpx.get(f"{stack.loop}/v1/runs/client-run-0001", headers=OTHER).status_code == 404
+
+
 def test_auth_is_required_and_checked_by_the_mcp_server(stack):
     assert httpx.post(f"{stack.loop}/v1/runs", json={"input": "x"}).status_code == 401
     bad = httpx.post(
@@ -245,6 +336,19 @@ def test_auth_is_required_and_checked_by_the_mcp_server(stack):
     assert bad.status_code == 401
     assert httpx.get(f"{stack.loop}/healthz").status_code == 200
     assert httpx.get(f"{stack.loop}/metrics").status_code == 200
+
+
+@pytest.mark.parametrize(
+    "authorization",
+    ["Bearer tökén".encode(), b"Bearer demo token", b"Bearer \xff\xfe"],
+)
+def test_a_malformed_bearer_token_is_401_without_internals(stack, authorization):
+    response = httpx.post(
+        f"{stack.loop}/v1/runs", json={"input": "x"}, headers={"Authorization": authorization}
+    )
+    assert response.status_code == 401, response.text
+    assert response.json() == {"detail": "malformed bearer token"}
+    assert response.headers["www-authenticate"] == "Bearer"
 
 
 def test_bad_requests_get_a_clear_422(stack):
@@ -272,6 +376,28 @@ def test_facade_through_the_official_openai_client(stack):
     assert "特休" in text and chunks[-1].usage.total_tokens > 0
     with pytest.raises(openai.NotFoundError):
         client.chat.completions.create(model="gpt-4", messages=[{"role": "user", "content": "hi"}])
+
+
+@pytest.mark.parametrize(
+    ("messages", "says", "param"),
+    [
+        (
+            [{"role": "user", "content": [{"type": "text", "text": 123}]}],
+            "messages[0].content[0].text must be a string",
+            "messages[0].content",
+        ),
+        (
+            [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}],
+            "the last message must be a user message with text",
+            "messages",
+        ),
+    ],
+)
+def test_facade_answers_a_malformed_chat_with_a_clear_400(stack, messages, says, param):
+    client = openai.OpenAI(base_url=f"{stack.loop}/v1", api_key="demo-token-manager", max_retries=0)
+    with pytest.raises(openai.BadRequestError) as error:
+        client.chat.completions.create(model="leave-copilot-agent", messages=messages)
+    assert error.value.body["message"] == says and error.value.body["param"] == param
 
 
 def test_readiness_and_metrics_report_what_happened(stack):

@@ -290,3 +290,84 @@ async def test_fifty_concurrent_conflicting_decisions_apply_exactly_once(mcp_url
     assert [(e.to_status, e.outcome, e.actor_id) for e in decisions] == [
         (winner, "applied", "M001")
     ]
+
+
+@pytest.mark.parametrize("words", [1_000, 20_000])
+async def test_a_huge_search_keyword_is_refused_fast_and_kept_out_of_the_log(tmp_path, words):
+    db_url = f"sqlite:///{tmp_path / 'leave.db'}"
+    run_cli("seed", db_url=db_url)
+    port = free_port()
+    env = {"MCP_DATABASE_URL": db_url, "MCP_PORT": str(port)}
+    log = tmp_path / "mcp.log"
+    keyword = " ".join(f"詞{n}" for n in range(words))
+    with running(["mcp_server"], env, log, f"http://127.0.0.1:{port}/readyz"):
+        logged_before = log.stat().st_size
+        async with session(f"http://127.0.0.1:{port}/mcp", "demo-token-employee", "auto") as c:
+            with anyio.fail_after(10):
+                result = await c.call_tool("search_leaves", {"keyword": keyword})
+    assert error_code(result) == "keyword_too_long"
+    assert log.stat().st_size - logged_before < 2_000, log.read_text()[-2_000:]
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_confirmation_its_client_abandons_is_audited(tmp_path, mode):
+    """The client asks, is asked to confirm, and dies before answering: the server alone
+    must still write the audit entry (once the answer can no longer be accepted)."""
+    from mcp_server.leaves import LeaveService
+    from mcp_server.storage import Database
+    from tests.support import wait_until
+
+    db_url = f"sqlite:///{tmp_path / 'leave.db'}"
+    run_cli("seed", db_url=db_url)
+    port = free_port()
+    env = {"MCP_DATABASE_URL": db_url, "MCP_PORT": str(port), "MCP_CONFIRMATION_TTL_SECONDS": "1"}
+    url = f"http://127.0.0.1:{port}/mcp"
+    asked = anyio.Event()
+
+    async def ask_and_never_answer(_context, _params):
+        asked.set()
+        await anyio.sleep_forever()
+
+    with running(["mcp_server"], env, tmp_path / "mcp.log", f"http://127.0.0.1:{port}/readyz"):
+        async with session(url, "demo-token-employee", mode) as client:
+            wedding = (await find(client, "婚禮"))[0]["leave_id"]
+        async with anyio.create_task_group() as tasks:
+
+            async def call_and_die() -> None:
+                async with session(url, "demo-token-employee", mode, ask_and_never_answer) as c:
+                    await c.call_tool("cancel_approved_leave", {"leave_id": wedding})
+
+            tasks.start_soon(call_and_die)
+            with anyio.fail_after(10):
+                await asked.wait()
+            tasks.cancel_scope.cancel()  # the client goes away mid-confirmation
+
+        database = Database(db_url)
+        try:
+
+            def audited() -> list:
+                return [
+                    (e.tool, e.confirmation, e.outcome, e.from_status, e.to_status)
+                    for e in LeaveService(database).audit_trail(wedding)
+                    if e.confirmation is not None
+                ]
+
+            await anyio.to_thread.run_sync(
+                lambda: wait_until(audited, timeout=15, what="an abandoned confirmation's audit")
+            )
+            entries = audited()
+        finally:
+            database.dispose()
+    assert len(entries) == 1, entries
+    tool, confirmation, outcome, before, after = entries[0]
+    assert (tool, outcome, before, after) == (
+        "cancel_approved_leave",
+        "not_applied",
+        "approved",
+        "approved",
+    )
+    assert (
+        confirmation == "abandoned"
+        if mode == "auto"
+        else confirmation in {"abandoned", "cancelled"}
+    )

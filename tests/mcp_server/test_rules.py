@@ -78,6 +78,17 @@ async def test_search_is_scoped_to_the_caller_and_a_managers_reports(connect):
     assert len(team) == 1 and team[0]["employee_id"] == "E001"
 
 
+async def test_search_keywords_are_bounded_with_a_clear_refusal(connect):
+    async with connect("E001") as client:
+        eight = await client.call_tool("search_leaves", {"keyword": "家 庭 旅 遊 去 花 蓮 三"})
+        nine = await client.call_tool("search_leaves", {"keyword": "家 庭 旅 遊 去 花 蓮 三 天"})
+        long = await client.call_tool("search_leaves", {"keyword": "家" * 101})
+    assert not eight.is_error and eight.structured_content["count"] == 1
+    assert error_code(nine) == error_code(long) == "keyword_too_long"
+    text = nine.content[0].text
+    assert "8 個詞" in text and "100 個字元" in text
+
+
 async def test_balance_lists_every_type_after_approved_deductions(connect):
     async with connect("E001") as client:
         result = await client.call_tool("get_leave_balance", {})
@@ -273,6 +284,35 @@ async def test_cancel_not_confirmed_changes_nothing_and_is_audited(
         recorded,
         "not_applied",
         "approved",
+    )
+
+
+@pytest.mark.parametrize("action", ["accept", "decline", "cancel"])
+async def test_an_answered_confirmation_is_never_audited_as_abandoned(connect, service, action):
+    import datetime as dt
+
+    from mcp_server.storage import utcnow
+
+    async with connect("E001", Elicitations(action)) as client:
+        wedding = (await find(client, "婚禮"))[0]["leave_id"]
+        await client.call_tool("cancel_approved_leave", {"leave_id": wedding})
+    assert service.audit_abandoned(utcnow() + dt.timedelta(days=1)) == 0
+
+
+async def test_an_unanswered_confirmation_is_audited_as_abandoned_once(service):
+    import datetime as dt
+
+    from mcp_server.storage import utcnow
+
+    service.confirmation_asked("E001", "LV-000000", "cancel_approved_leave")
+    assert service.audit_abandoned(utcnow() - dt.timedelta(minutes=1)) == 0  # not yet stale
+    assert service.audit_abandoned(utcnow() + dt.timedelta(seconds=1)) == 1
+    assert service.audit_abandoned(utcnow() + dt.timedelta(seconds=1)) == 0
+    entry = service.audit_trail("LV-000000")[-1]
+    assert (entry.actor_id, entry.confirmation, entry.outcome) == (
+        "E001",
+        "abandoned",
+        "not_applied",
     )
 
 

@@ -159,6 +159,29 @@ def test_malformed_body_and_absent_named_tool_are_400(client, sim_url):
         client.chat.completions.create(model="leave-copilot", messages=[])
 
 
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        ([{"type": "text", "text": 123}], "messages[1].content[0].text must be a string"),
+        ([{"type": "text"}], "messages[1].content[0].text must be a string"),
+        (["plain"], "messages[1].content[0] must be an object"),
+        ([{"text": "hi"}], "messages[1].content[0].type must be a string"),
+        (123, "messages[1].content must be a string or a list of content parts"),
+    ],
+)
+def test_content_that_is_not_text_is_a_clear_400(sim_url, content, says):
+    response = httpx.post(
+        f"{sim_url}/v1/chat/completions",
+        json={
+            "model": "leave-copilot",
+            "messages": [MESSAGES[0], {"role": "user", "content": content}],
+        },
+    )
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["message"] == says
+    assert response.json()["error"]["param"] == "messages[1].content"
+
+
 ASSISTANT_CALL = {
     "role": "assistant",
     "content": "",

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from modelsim import policy, tokens
+from common import tokens
+from modelsim import policy
 
 from .conftest import LEAVE_TOOLS, SEED_REQUEST, SYSTEM
 

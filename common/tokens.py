@@ -1,4 +1,6 @@
-"""A deterministic stand-in tokenizer, used for usage figures, streaming and latency.
+"""A deterministic stand-in tokenizer: the simulator counts usage, streams and times with it;
+the loop estimates what fits into the model's context with it (scaled by what the real model
+reports, see loop.context).
 
 Rules (documented in the README):
 - every CJK ideograph, kana, hangul syllable or full-width punctuation mark is one token;
@@ -12,8 +14,12 @@ these counts are the right order of magnitude without shipping a vocabulary.
 
 from __future__ import annotations
 
+import json
 import re
 from functools import lru_cache
+from typing import Any
+
+from .chat import content_text
 
 _PIECE = re.compile(
     r"\s*(?:"
@@ -47,3 +53,22 @@ def count(text: str) -> int:
     pieces = _PIECE.findall(text)
     # a trailing whitespace-only piece is not a token
     return len(pieces) - (1 if pieces and not pieces[-1].strip() else 0)
+
+
+def message_tokens(message: dict[str, Any]) -> int:
+    """One chat message: framing, text, and the name and arguments of its tool calls."""
+    n = TOKENS_PER_MESSAGE + count(content_text(message.get("content")))
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") or {} if isinstance(call, dict) else {}
+        n += count(str(function.get("name", "")))
+        n += count(str(function.get("arguments", "")))
+    return n
+
+
+def tools_tokens(tools: list[dict[str, Any]]) -> int:
+    """The tool definitions, as a chat template renders them (their JSON)."""
+    return count(json.dumps(tools, ensure_ascii=False)) if tools else 0
+
+
+def prompt_tokens(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> int:
+    return TOKENS_PER_REQUEST + tools_tokens(tools) + sum(message_tokens(m) for m in messages)
