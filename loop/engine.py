@@ -11,13 +11,12 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
-import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from . import verify
+from . import toolcall_text, verify
 from .context import (
     CONTEXT_OVERFLOW_ANSWER,
     ContextOverflow,
@@ -45,8 +44,6 @@ UNAVAILABLE_WRITE_ANSWER = (
 STOPPED_TOOL_TEXT = "已記錄最終結果。"
 
 # A tool call written as text: hermes/Qwen <tool_call> tags, or a JSON object naming a tool.
-_TAGGED_CALL = re.compile(r"<tool_call>|<\|python_tag\|>|\[TOOL_CALLS\]")
-_JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 
 
 # -- what the loop talks to ----------------------------------------------------------------
@@ -310,9 +307,7 @@ class AgentLoop:
         emit: Emit,
     ) -> RunResult:
         text = message.get("content") or ""
-        if reply.finish_reason == "length":
-            await self._detect(state, emit, "length", "the model hit max_tokens; answer cut off")
-            return state.result("failed", text, reason="length")
+        # before the length check: a call cut off by max_tokens is still a call written as text
         if looks_like_tool_call(text, catalogue):
             await self._detect(
                 state,
@@ -322,6 +317,9 @@ class AgentLoop:
                 "and the --tool-call-parser of the base model",
             )
             return state.result("failed", text, reason="tool_call_in_content")
+        if reply.finish_reason == "length":
+            await self._detect(state, emit, "length", "the model hit max_tokens; answer cut off")
+            return state.result("failed", text, reason="length")
         return state.result("completed", text)
 
     async def _detect(self, state: _RunState, emit: Emit, kind: str, detail: str) -> None:
@@ -575,19 +573,4 @@ def parse_arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
 
 def looks_like_tool_call(text: str, catalogue: dict[str, ToolInfo]) -> bool:
     """True when text content carries a tool call (vLLM without the right tool parser)."""
-    if not text:
-        return False
-    if _TAGGED_CALL.search(text):
-        return True
-    match = _JSON_OBJECT.search(text)
-    if not match:
-        return False
-    try:
-        value = json.loads(match.group(0))
-    except ValueError:
-        return False
-    return (
-        isinstance(value, dict)
-        and value.get("name") in catalogue
-        and ("arguments" in value or "parameters" in value)
-    )
+    return toolcall_text.looks_like_tool_call(text, catalogue.keys())

@@ -11,6 +11,7 @@ from typing import Any
 import openai
 
 from .engine import ModelContextExceeded, ModelError, ModelReply
+from .toolcall_text import content_of_tool_turn, could_open_tool_call
 
 logger = logging.getLogger(__name__)
 MAX_RETRY_AFTER_SECONDS = 30.0
@@ -120,6 +121,8 @@ class OpenAIChatModel:
             raise ModelError("the model returned no choices")
         choice = response.choices[0]
         message = choice.message.model_dump(exclude_none=True)
+        if message.get("tool_calls"):  # the same content a streamed turn keeps
+            message["content"] = content_of_tool_turn(message.get("content") or "")
         usage = response.usage
         return ModelReply(
             message=message,
@@ -138,6 +141,8 @@ class OpenAIChatModel:
             **self._request(messages, tools), stream=True, stream_options={"include_usage": True}
         )
         content: list[str] = []
+        held = 0  # content[held:] not yet sent: it may still turn out to be a tool call
+        plain = False
         calls: dict[int, dict[str, Any]] = {}
         finish_reason = "stop"
         prompt_tokens = completion_tokens = 0
@@ -151,8 +156,12 @@ class OpenAIChatModel:
             delta = choice.delta
             if delta.content:
                 content.append(delta.content)
-                if on_text is not None:
-                    await on_text(delta.content)
+                if on_text is not None and not calls:
+                    if not plain and not could_open_tool_call("".join(content)):
+                        plain = True  # the turn is text: send what was held, then stream on
+                    if plain:
+                        await on_text("".join(content[held:]))
+                        held = len(content)
             for part in delta.tool_calls or []:
                 call = calls.setdefault(
                     part.index,
@@ -166,9 +175,17 @@ class OpenAIChatModel:
                     call["function"]["arguments"] += part.function.arguments
             if choice.finish_reason:
                 finish_reason = choice.finish_reason
-        message: dict[str, Any] = {"role": "assistant", "content": "".join(content)}
+        text = "".join(content)
         if calls:
-            message["tool_calls"] = [calls[i] for i in sorted(calls)]
+            message: dict[str, Any] = {
+                "role": "assistant",
+                "content": content_of_tool_turn(text),
+                "tool_calls": [calls[i] for i in sorted(calls)],
+            }
+        else:
+            message = {"role": "assistant", "content": text}
+            if on_text is not None and held < len(content):
+                await on_text("".join(content[held:]))  # a text turn's held text, at its end
         return ModelReply(message, finish_reason, prompt_tokens, completion_tokens)
 
     async def close(self) -> None:

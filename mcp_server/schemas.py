@@ -6,7 +6,7 @@ from pydantic import BaseModel, Field
 
 
 class LeaveView(BaseModel):
-    leave_id: str = Field(description="The leave's real ID, e.g. LV-7f3a91.")
+    leave_id: str = Field(description="The leave's real ID, exactly as search_leaves returned it.")
     employee_id: str
     employee_name: str
     leave_type: str

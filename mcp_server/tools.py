@@ -191,7 +191,7 @@ def build_server(
     @server.tool(annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=False))
     async def update_leave_status(
         leave_id: Annotated[
-            str, Field(description="The real leave ID from search_leaves, e.g. LV-7f3a91.")
+            str, Field(description="The real leave ID, exactly as search_leaves returned it.")
         ],
         status: Annotated[
             str,

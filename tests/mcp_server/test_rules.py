@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -43,6 +44,18 @@ async def test_tools_are_the_trained_names_with_model_readable_schemas(connect):
     assert set(tools["cancel_approved_leave"].input_schema["properties"]) == {"leave_id"}
     assert tools["cancel_approved_leave"].annotations.destructive_hint is True
     assert tools["search_leaves"].annotations.read_only_hint is True
+
+
+async def test_no_tool_description_hands_the_model_an_id_to_copy(connect):
+    # A real model copied the example ID from a description; the server refused it, but
+    # nothing ID-shaped belongs in what the model reads (descriptions, schemas, the output schema).
+    async with connect("E001") as client:
+        tools = (await client.list_tools()).tools
+    for tool in tools:
+        readable = json.dumps(
+            [tool.description, tool.input_schema, tool.output_schema], ensure_ascii=False
+        )
+        assert not re.search(r"LV-[0-9a-f]{6}", readable), tool.name
 
 
 async def test_search_finds_the_family_trip_draft_with_an_unguessable_id(connect):
