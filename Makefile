@@ -74,6 +74,12 @@ bench-modelsim: $(SYNCED) ## benchmark simulator requests/s on one core (instant
 loop: $(SYNCED) ## serve the agent loop on :8080 (LOOP_* settings)
 	$(PY) -m loop
 
+# `make load LOAD_ARGS="--shape steps --steps 4"`: flags of `python -m loadtest` (README).
+LOAD_ARGS ?=
+.PHONY: load
+load: $(SYNCED) ## headless Locust load test on the local stack (results in var/loadtest/)
+	$(PY) -m loadtest $(LOAD_ARGS)
+
 .PHONY: bench-loop
 bench-loop: $(SYNCED) ## benchmark the loop against the seed script's connect-per-run way
 	$(PY) benchmarks/loop_overhead.py

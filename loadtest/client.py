@@ -1,0 +1,245 @@
+"""A byte-stream SSE client with per-token timing, on the standard library's http.client.
+
+Why not Locust's clients: `FastHttpUser.iter_content(1024)`/`iter_lines()` block until 1 KB has
+arrived, which turns a 50 ms TTFT into ~200 ms and smears the gaps between tokens. Here every
+`read1` returns what the socket has, is stamped with `perf_counter()` as it arrives, and SSE
+lines are reassembled across reads. Under Locust, gevent makes these sockets cooperative.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+READ_SIZE = 65536  # an upper bound only: read1 returns as soon as any bytes are there
+
+
+class HttpError(Exception):
+    pass
+
+
+@dataclass
+class SseEvent:
+    event: str
+    data: str
+    at: float  # perf_counter when the read that completed this event returned
+
+
+class SseParser:
+    """Feed it bytes as they arrive; it yields whole events, however the bytes were cut."""
+
+    def __init__(self) -> None:
+        self._buffer = b""
+        self._event = ""
+        self._data: list[str] = []
+
+    def feed(self, chunk: bytes, at: float) -> Iterator[SseEvent]:
+        self._buffer += chunk
+        while True:
+            end = self._buffer.find(b"\n")
+            if end < 0:
+                return
+            line = self._buffer[:end].rstrip(b"\r").decode("utf-8")
+            self._buffer = self._buffer[end + 1 :]
+            if not line:
+                if self._data:
+                    yield SseEvent(self._event or "message", "\n".join(self._data), at)
+                self._event, self._data = "", []
+            elif line.startswith(":"):
+                continue  # a comment (keep-alive)
+            else:
+                name, _, value = line.partition(":")
+                value = value.removeprefix(" ")
+                if name == "event":
+                    self._event = value
+                elif name == "data":
+                    self._data.append(value)
+
+
+class StreamingClient:
+    """One keep-alive HTTP/1.1 connection to `base_url` (reconnects after an error)."""
+
+    def __init__(self, base_url: str, headers: dict[str, str] | None = None, timeout=600.0):
+        parts = urlsplit(base_url)
+        self._host = parts.hostname or "127.0.0.1"
+        self._port = parts.port or (443 if parts.scheme == "https" else 80)
+        self._https = parts.scheme == "https"
+        self._prefix = parts.path.rstrip("/")
+        self._headers = {"Content-Type": "application/json", **(headers or {})}
+        self._timeout = timeout
+        self._conn: http.client.HTTPConnection | None = None
+
+    def _connection(self) -> http.client.HTTPConnection:
+        if self._conn is None:
+            cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+            self._conn = cls(self._host, self._port, timeout=self._timeout)
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _send(self, method: str, path: str, payload: bytes | None) -> http.client.HTTPResponse:
+        try:
+            conn = self._connection()
+            conn.request(method, self._prefix + path, body=payload, headers=self._headers)
+            return conn.getresponse()
+        except Exception:
+            self.close()
+            raise
+
+    def request_json(self, method: str, path: str, body: Any = None) -> Any:
+        response = self._send(method, path, _encode(body))
+        data = response.read()
+        if response.status >= 400:
+            raise HttpError(f"{method} {path}: HTTP {response.status}: {data[:300]!r}")
+        return json.loads(data) if data else None
+
+    def stream(self, path: str, body: Any) -> tuple[float, Iterator[SseEvent]]:
+        """POST and return (the perf_counter just before sending, the events as they arrive)."""
+        payload = _encode(body)  # before the clock starts: serialising is not the server's time
+        started = time.perf_counter()
+        response = self._send("POST", path, payload)
+        if response.status >= 400:
+            data = response.read()
+            raise HttpError(f"POST {path}: HTTP {response.status}: {data[:300]!r}")
+        return started, self._events(response)
+
+    def _events(self, response: http.client.HTTPResponse) -> Iterator[SseEvent]:
+        parser = SseParser()
+        try:
+            while True:
+                chunk = response.read1(READ_SIZE)
+                at = time.perf_counter()
+                if not chunk:
+                    return
+                yield from parser.feed(chunk, at)
+        except Exception:
+            self.close()
+            raise
+
+
+def _encode(body: Any) -> bytes | None:
+    return None if body is None else json.dumps(body, ensure_ascii=False).encode()
+
+
+@dataclass
+class ChatSample:
+    """One streamed chat completion, by `vllm bench serve`'s definitions."""
+
+    ttft_ms: float = 0.0
+    itl_ms: list[float] = field(default_factory=list)
+    e2e_ms: float = 0.0
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def tpot_ms(self) -> float | None:
+        # TPOT = (e2e − TTFT) / (output_tokens − 1)
+        if self.output_tokens < 2:
+            return None
+        return (self.e2e_ms - self.ttft_ms) / (self.output_tokens - 1)
+
+
+def timed_chat(client: StreamingClient, body: dict[str, Any]) -> ChatSample:
+    """Stream one chat completion; `usage` (stream_options.include_usage) gives the token counts.
+
+    A token is a chunk whose delta carries content or a tool call: the opening role-only chunk
+    and the closing finish-reason chunk carry none, so they stamp neither TTFT nor a gap.
+    """
+    body = {**body, "stream": True, "stream_options": {"include_usage": True}}
+    started, events = client.stream("/chat/completions", body)
+    sample = ChatSample()
+    first = last = end = None
+    for event in events:  # read to the end of the body, so the connection can be reused
+        if end is not None:
+            continue
+        if event.data == "[DONE]":
+            end = event.at
+            continue
+        chunk = json.loads(event.data)
+        if "error" in chunk:
+            raise HttpError(f"error in stream: {chunk['error']}")
+        if chunk.get("usage"):
+            sample.prompt_tokens = chunk["usage"].get("prompt_tokens", 0)
+            sample.output_tokens = chunk["usage"].get("completion_tokens", 0)
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") or {}
+            if not (delta.get("content") or delta.get("tool_calls")):
+                continue
+            if first is None:
+                first = event.at
+            else:
+                sample.itl_ms.append((event.at - last) * 1000)
+            last = event.at
+    if first is None or end is None:
+        raise HttpError("the stream ended without a token or without [DONE]")
+    sample.ttft_ms = (first - started) * 1000
+    sample.e2e_ms = (end - started) * 1000
+    return sample
+
+
+@dataclass
+class RunSample:
+    """One agent run through the loop's API, start to run.finished."""
+
+    first_answer_ms: float | None = None
+    run_ms: float = 0.0
+    status: str = ""
+    turns: int = 0
+    tool_calls: int = 0
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    confirmations: int = 0
+    session_id: str | None = None
+
+
+def timed_run(
+    stream_client: StreamingClient,
+    control_client: StreamingClient,
+    text: str,
+    answer: str | None,
+    session_id: str | None = None,
+) -> RunSample:
+    """One streamed run; each confirmation is answered with `answer` over a second connection."""
+    body: dict[str, Any] = {"input": text, "stream": True}
+    if session_id:
+        body["session_id"] = session_id
+    started, events = stream_client.stream("/v1/runs", body)
+    sample = RunSample()
+    run_id = ""
+    finished = None
+    for event in events:  # read to the end of the body, so the connection can be reused
+        if finished is not None:
+            continue
+        data = json.loads(event.data)
+        if event.event == "run.started":
+            run_id = data["id"]
+        elif event.event == "answer.delta" and sample.first_answer_ms is None:
+            sample.first_answer_ms = (event.at - started) * 1000
+        elif event.event == "confirmation.requested":
+            sample.confirmations += 1
+            control_client.request_json(
+                "POST",
+                f"/v1/runs/{run_id}/confirmations/{data['confirmation_id']}",
+                {"action": answer or "decline"},
+            )
+        elif event.event == "run.finished":
+            sample.run_ms = (event.at - started) * 1000
+            finished = data
+    if finished is None:
+        raise HttpError("the stream ended before run.finished")
+    usage = finished.get("usage") or {}
+    sample.status = finished.get("status", "")
+    sample.turns = finished.get("turns", 0)
+    sample.tool_calls = sum(1 for s in finished.get("steps") or [] if s.get("type") == "tool")
+    sample.prompt_tokens = usage.get("prompt_tokens", 0)
+    sample.output_tokens = usage.get("completion_tokens", 0)
+    sample.session_id = finished.get("session_id")
+    return sample

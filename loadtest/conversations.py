@@ -1,0 +1,86 @@
+"""What the model user sends: the loop's real system prompt and the MCP server's real tool
+schemas (listed in-process, converted as the loop converts them), with history lengths taken
+from the seed scenarios (a first turn, after a search, after a confirmation)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+EMPLOYEE = "E001"  # demo-token-employee in the seed data
+
+
+async def _real_tools_and_search() -> tuple[list[dict[str, Any]], list[str]]:
+    """The tool schemas and two real search_leaves results, from a seeded in-memory server."""
+    from loop.mcp_pool import ToolSpec
+    from mcp_server.leaves import LeaveService
+    from mcp_server.metrics import ServerMetrics
+    from mcp_server.seed import seed
+    from mcp_server.storage import Database
+    from mcp_server.tools import _search, build_server
+
+    database = Database("sqlite://")
+    try:
+        seed(database)
+        service = LeaveService(database)
+        listed = await build_server(service, ServerMetrics()).list_tools()
+        results = [
+            _search(service, EMPLOYEE, keyword, None).model_dump_json()
+            for keyword in ("家庭旅遊", "")
+        ]
+    finally:
+        database.dispose()
+    tools = [
+        ToolSpec(t.name, t.description or "", dict(t.input_schema), False).openai_tool()
+        for t in listed
+    ]
+    return tools, results
+
+
+def _call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(arguments, ensure_ascii=False)},
+            }
+        ],
+    }
+
+
+def build() -> dict[str, Any]:
+    from loop.engine import SYSTEM_PROMPT
+
+    tools, (one_leave, all_leaves) = asyncio.run(_real_tools_and_search())
+    system = {"role": "system", "content": SYSTEM_PROMPT}
+    found_one = {"role": "tool", "tool_call_id": "call_1", "content": one_leave}
+    found_all = {"role": "tool", "tool_call_id": "call_1", "content": all_leaves}
+    histories = [
+        [system, {"role": "user", "content": "查一下我的假單"}],
+        [
+            system,
+            {"role": "user", "content": "把我那張家庭旅遊的特休送出審核"},
+            _call("call_1", "search_leaves", {"keyword": "家庭旅遊"}),
+            found_one,
+        ],
+        [
+            system,
+            {"role": "user", "content": "查一下我的假單"},
+            _call("call_1", "search_leaves", {"keyword": ""}),
+            found_all,
+            {"role": "assistant", "content": "找到你的假單，列在上面。"},
+            {"role": "user", "content": "取消我表妹婚禮那張假"},
+        ],
+    ]
+    return {"tools": tools, "conversations": [{"messages": m} for m in histories]}
+
+
+def write(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(build(), ensure_ascii=False, indent=1) + "\n")
+    return path

@@ -1,0 +1,203 @@
+"""Locust users for the leave copilot: whole agent runs, and raw streaming chat completions.
+
+Run it through `python -m loadtest` (or `make load`), which prepares the model user's requests,
+starts Locust and writes summary.json; `locust -f loadtest/locustfile.py` with LOAD_* settings
+and LOAD_RESULTS_RUN_DIR set works too (web UI). Timing comes from loadtest.client, not from
+Locust's HTTP clients (see there); every request also goes to the raw log the summary reads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+from locust import LoadTestShape, User, events, task
+
+from bundle.demo import SCENARIOS
+from loadtest.client import StreamingClient, timed_chat, timed_run
+from loadtest.results import STEPS_FILE, RawLog
+from loadtest.settings import LoadSettings
+
+SETTINGS = LoadSettings()
+RUN_DIR = Path(os.environ.get("LOAD_RESULTS_RUN_DIR", SETTINGS.results_dir))
+REQUESTS_FILE = RUN_DIR / "model_requests.json"
+FOLLOW_UP = ("查一下我的假單", "剛剛那張也送出審核")
+# (name, first request, confirmation answer, weight): the seed scenarios, queries most often.
+AGENT_MIX = [
+    ("submit", SCENARIOS[0].request, None, 1),
+    ("query", SCENARIOS[1].request, None, 3),
+    ("cancel-decline", SCENARIOS[2].request, "decline", 1),
+    ("cancel-accept", SCENARIOS[3].request, "accept", 1),
+    ("session-follow-up", FOLLOW_UP[0], None, 1),
+]
+
+_raw: RawLog | None = None
+
+
+def raw_log() -> RawLog:
+    global _raw
+    if _raw is None:
+        _raw = RawLog(RUN_DIR)
+    return _raw
+
+
+def _fire(user: User, kind: str, name: str, ms: float, tokens: int, error: Exception | None):
+    user.environment.events.request.fire(
+        request_type=kind,
+        name=name,
+        response_time=ms,
+        response_length=tokens,
+        exception=error,
+        context={},
+    )
+
+
+class ModelUser(User):
+    """Streaming chat completions straight to vLLM (or the simulator)."""
+
+    def wait_time(self) -> float:
+        return (
+            random.expovariate(1 / SETTINGS.model_think_seconds)
+            if SETTINGS.model_think_seconds
+            else 0
+        )
+
+    def on_start(self) -> None:
+        self.client = StreamingClient(SETTINGS.model_url)
+        prepared = json.loads(REQUESTS_FILE.read_text())
+        self.tools = prepared["tools"]
+        self.conversations = prepared["conversations"]
+        self.model = self.client.request_json("GET", "/models")["data"][0]["id"]
+
+    def on_stop(self) -> None:
+        self.client.close()
+
+    @task
+    def chat(self) -> None:
+        conversation = random.choice(self.conversations)
+        body = {
+            "model": self.model,
+            "messages": conversation["messages"],
+            "tools": self.tools,
+            "max_tokens": SETTINGS.max_tokens,
+        }
+        start = time.time()
+        record: dict[str, Any] = {"kind": "model", "name": f"history-{len(body['messages'])}"}
+        try:
+            s = timed_chat(self.client, body)
+        except Exception as error:
+            record.update(start=start, end=time.time(), ok=False, error=str(error)[:300])
+            raw_log().write(record)
+            _fire(self, "model", "ttft", (time.time() - start) * 1000, 0, error)
+            return
+        record.update(
+            start=start,
+            end=time.time(),
+            ok=True,
+            error=None,
+            ttft_ms=s.ttft_ms,
+            itl_ms=s.itl_ms,
+            tpot_ms=s.tpot_ms,
+            e2e_ms=s.e2e_ms,
+            prompt_tokens=s.prompt_tokens,
+            output_tokens=s.output_tokens,
+        )
+        raw_log().write(record)
+        _fire(self, "model", "ttft", s.ttft_ms, 0, None)
+        if s.tpot_ms is not None:
+            _fire(self, "model", "tpot", s.tpot_ms, 0, None)
+        _fire(self, "model", "e2e", s.e2e_ms, s.output_tokens, None)
+
+
+class AgentUser(User):
+    """A person using the copilot: whole runs through the loop's API, with think time."""
+
+    def wait_time(self) -> float:
+        return random.expovariate(1 / SETTINGS.think_seconds) if SETTINGS.think_seconds else 0
+
+    def on_start(self) -> None:
+        headers = {"Authorization": f"Bearer {SETTINGS.token}"}
+        self.stream_client = StreamingClient(SETTINGS.loop_url, headers)
+        self.control_client = StreamingClient(SETTINGS.loop_url, headers)
+
+    def on_stop(self) -> None:
+        self.stream_client.close()
+        self.control_client.close()
+
+    @task
+    def agent_run(self) -> None:
+        name, text, answer, _ = random.choices(AGENT_MIX, weights=[m[3] for m in AGENT_MIX])[0]
+        session = self._run(name, text, answer, None)
+        if name == "session-follow-up" and session:
+            self._run(name, FOLLOW_UP[1], None, session)
+
+    def _run(self, name: str, text: str, answer: str | None, session: str | None) -> str | None:
+        start = time.time()
+        record: dict[str, Any] = {"kind": "agent", "name": name}
+        try:
+            s = timed_run(self.stream_client, self.control_client, text, answer, session)
+            if s.status not in ("completed", "max_turns"):
+                raise RuntimeError(f"run {s.status}")
+        except Exception as error:
+            record.update(start=start, end=time.time(), ok=False, error=str(error)[:300])
+            raw_log().write(record)
+            _fire(self, "agent", "run", (time.time() - start) * 1000, 0, error)
+            return None
+        record.update(
+            start=start,
+            end=time.time(),
+            ok=True,
+            error=None,
+            status=s.status,
+            first_answer_ms=s.first_answer_ms,
+            run_ms=s.run_ms,
+            turns=s.turns,
+            tool_calls=s.tool_calls,
+            confirmations=s.confirmations,
+            prompt_tokens=s.prompt_tokens,
+            output_tokens=s.output_tokens,
+        )
+        raw_log().write(record)
+        if s.first_answer_ms is not None:
+            _fire(self, "agent", "first answer token", s.first_answer_ms, 0, None)
+        _fire(self, "agent", "run", s.run_ms, s.output_tokens, None)
+        return s.session_id
+
+
+class LoadShape(LoadTestShape):
+    """constant (LOAD_USERS for LOAD_DURATION_SECONDS) or steps (users rising each step).
+
+    It runs where the users are counted (the master, or the only process) and writes each
+    step's wall-clock start to steps.jsonl, which the summary cuts the raw log by."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.schedule = SETTINGS.schedule()
+        self.step_seconds = SETTINGS.step_seconds
+        self.current = -1
+
+    def tick(self):
+        run_time = self.get_run_time()
+        if run_time >= SETTINGS.total_seconds():
+            return None
+        step = 0
+        for k, (offset, _) in enumerate(self.schedule):
+            if run_time >= offset:
+                step = k
+        if step != self.current:
+            self.current = step
+            RUN_DIR.mkdir(parents=True, exist_ok=True)
+            with (RUN_DIR / STEPS_FILE).open("a") as steps:
+                line = {"step": step, "users": self.schedule[step][1], "start": time.time()}
+                steps.write(json.dumps(line) + "\n")
+        return self.schedule[step][1], SETTINGS.spawn_rate
+
+
+@events.quitting.add_listener
+def _close_raw_log(environment, **_kwargs) -> None:
+    if _raw is not None:
+        _raw.close()

@@ -1,0 +1,236 @@
+"""The raw per-request log and the exact statistics computed from it (summary.json).
+
+Locust's own percentiles are bucketed (10 ms steps above 100 ms, 100 ms above 1 s …); SLO and cost
+maths here use every recorded value. Percentiles interpolate linearly between closest ranks, as
+numpy's default and `vllm bench serve` do.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+RAW_GLOB = "raw-*.jsonl"
+STEPS_FILE = "steps.jsonl"
+SUMMARY_FILE = "summary.json"
+PERCENTILES = (50, 95, 99)
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * p / 100
+    low = math.floor(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def distribution(values: Sequence[float]) -> dict[str, float | int | None]:
+    if not values:
+        return {"count": 0, "mean": None, **{f"p{p}": None for p in PERCENTILES}}
+    return {
+        "count": len(values),
+        "mean": sum(values) / len(values),
+        **{f"p{p}": percentile(values, p) for p in PERCENTILES},
+    }
+
+
+class RawLog:
+    """One JSON line per request or run, one file per process (Locust --processes forks)."""
+
+    def __init__(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self._file = (folder / f"raw-{os.getpid()}.jsonl").open("a", buffering=1)
+
+    def write(self, record: dict[str, Any]) -> None:
+        self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def read_records(folder: Path) -> list[dict[str, Any]]:
+    records = []
+    for path in sorted(folder.glob(RAW_GLOB)):
+        for line in path.read_text().splitlines():
+            if line.strip():
+                records.append(json.loads(line))
+    return records
+
+
+def read_steps(folder: Path) -> list[dict[str, Any]]:
+    path = folder / STEPS_FILE
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@dataclass(frozen=True)
+class Slo:
+    ttft_p99_ms: float
+    itl_p99_ms: float
+    run_p95_ms: float
+    max_error_ratio: float = 0.0
+
+
+def _rate(n: float, seconds: float) -> float:
+    return n / seconds if seconds > 0 else 0.0
+
+
+def _model_block(records: list[dict[str, Any]], seconds: float, slo: Slo) -> dict[str, Any]:
+    ok = [r for r in records if r["ok"]]
+    gaps = [g for r in ok for g in r["itl_ms"]]
+    out_tokens = sum(r["output_tokens"] for r in ok)
+    in_tokens = sum(r["prompt_tokens"] for r in ok)
+    # vLLM's goodput: requests that meet every per-request SLO (TTFT, and TPOT for the ITL one)
+    good = [
+        r
+        for r in ok
+        if r["ttft_ms"] <= slo.ttft_p99_ms
+        and (r["tpot_ms"] is None or r["tpot_ms"] <= slo.itl_p99_ms)
+    ]
+    return {
+        "requests": len(records),
+        "errors": len(records) - len(ok),
+        "requests_per_s": _rate(len(ok), seconds),
+        "input_tokens": in_tokens,
+        "output_tokens": out_tokens,
+        "input_tokens_per_s": _rate(in_tokens, seconds),
+        "output_tokens_per_s": _rate(out_tokens, seconds),
+        "ttft_ms": distribution([r["ttft_ms"] for r in ok]),
+        "itl_ms": distribution(gaps),
+        "tpot_ms": distribution([r["tpot_ms"] for r in ok if r["tpot_ms"] is not None]),
+        "e2e_ms": distribution([r["e2e_ms"] for r in ok]),
+        "goodput_per_s": _rate(len(good), seconds),
+        "slo_attainment": len(good) / len(records) if records else None,
+    }
+
+
+def _agent_block(records: list[dict[str, Any]], seconds: float, slo: Slo) -> dict[str, Any]:
+    ok = [r for r in records if r["ok"]]
+    n = len(ok) or 1
+    in_tokens = sum(r["prompt_tokens"] for r in ok)
+    out_tokens = sum(r["output_tokens"] for r in ok)
+    good = [r for r in ok if r["run_ms"] <= slo.run_p95_ms]
+    by_scenario: dict[str, int] = {}
+    for r in records:
+        by_scenario[r["name"]] = by_scenario.get(r["name"], 0) + 1
+    return {
+        "runs": len(records),
+        "errors": len(records) - len(ok),
+        "runs_per_s": _rate(len(ok), seconds),
+        "input_tokens": in_tokens,
+        "output_tokens": out_tokens,
+        "input_tokens_per_s": _rate(in_tokens, seconds),
+        "output_tokens_per_s": _rate(out_tokens, seconds),
+        "prompt_tokens_per_run": in_tokens / n,
+        "output_tokens_per_run": out_tokens / n,
+        "turns_per_run": sum(r["turns"] for r in ok) / n,
+        "tool_calls_per_run": sum(r["tool_calls"] for r in ok) / n,
+        "first_answer_ms": distribution(
+            [r["first_answer_ms"] for r in ok if r["first_answer_ms"] is not None]
+        ),
+        "run_ms": distribution([r["run_ms"] for r in ok]),
+        "goodput_per_s": _rate(len(good), seconds),
+        "slo_attainment": len(good) / len(records) if records else None,
+        "scenarios": by_scenario,
+    }
+
+
+def _slo_verdict(step: dict[str, Any], slo: Slo) -> tuple[bool, list[str]]:
+    broken = []
+    model, agent = step.get("model"), step.get("agent")
+    total = (model or {}).get("requests", 0) + (agent or {}).get("runs", 0)
+    if not total:
+        return False, ["no requests"]
+    if step["error_ratio"] > slo.max_error_ratio:
+        broken.append(f"error ratio {step['error_ratio']:.3f} > {slo.max_error_ratio}")
+    if model and model["requests"]:
+        ttft, itl = model["ttft_ms"]["p99"], model["itl_ms"]["p99"]
+        if ttft is None or ttft > slo.ttft_p99_ms:
+            broken.append(f"TTFT p99 {ttft} ms > {slo.ttft_p99_ms}")
+        if itl is not None and itl > slo.itl_p99_ms:
+            broken.append(f"ITL p99 {itl:.1f} ms > {slo.itl_p99_ms}")
+    if agent and agent["runs"]:
+        run = agent["run_ms"]["p95"]
+        if run is None or run > slo.run_p95_ms:
+            broken.append(f"run latency p95 {run} ms > {slo.run_p95_ms}")
+    return not broken, broken
+
+
+def summarise(
+    records: Iterable[dict[str, Any]], steps: list[dict[str, Any]], slo: Slo
+) -> dict[str, Any]:
+    """One block per step (a request belongs to the step it started in); capacity at the SLO."""
+    records = sorted(records, key=lambda r: r["start"])
+    if not steps:
+        first = records[0]["start"] if records else 0.0
+        steps = [{"step": 0, "users": None, "start": first}]
+    last_end = max((r["end"] for r in records), default=steps[-1]["start"])
+    summaries = []
+    for i, step in enumerate(steps):
+        start = step["start"]
+        end = steps[i + 1]["start"] if i + 1 < len(steps) else max(last_end, start)
+        inside = [
+            r for r in records if start <= r["start"] < end or (i == 0 and r["start"] < start)
+        ]
+        seconds = end - start
+        model = [r for r in inside if r["kind"] == "model"]
+        agent = [r for r in inside if r["kind"] == "agent"]
+        block: dict[str, Any] = {
+            "step": step["step"],
+            "users": step.get("users"),
+            "start": start,
+            "end": end,
+            "seconds": seconds,
+            "model": _model_block(model, seconds, slo) if model else None,
+            "agent": _agent_block(agent, seconds, slo) if agent else None,
+        }
+        errors = sum(1 for r in inside if not r["ok"])
+        block["errors"] = errors
+        block["error_ratio"] = errors / len(inside) if inside else 0.0
+        block["error_examples"] = sorted({r["error"] for r in inside if r.get("error")})[:5]
+        block["slo_met"], block["slo_broken"] = _slo_verdict(block, slo)
+        summaries.append(block)
+    meeting = [s for s in summaries if s["slo_met"]]
+    capacity = max(meeting, key=lambda s: (s["users"] or 0, s["step"])) if meeting else None
+    return {
+        "slo": {
+            "ttft_p99_ms": slo.ttft_p99_ms,
+            "itl_p99_ms": slo.itl_p99_ms,
+            "run_p95_ms": slo.run_p95_ms,
+            "max_error_ratio": slo.max_error_ratio,
+        },
+        "percentile_method": "exact, linear interpolation between closest ranks (numpy default)",
+        "steps": summaries,
+        "capacity_at_slo": None if capacity is None else _capacity(capacity),
+    }
+
+
+def _capacity(step: dict[str, Any]) -> dict[str, Any]:
+    """The figures the cost calculator reads: the highest step that met the SLO."""
+    model, agent = step["model"] or {}, step["agent"] or {}
+    return {
+        "step": step["step"],
+        "users": step["users"],
+        "runs_per_s": agent.get("runs_per_s", 0.0),
+        "model_requests_per_s": model.get("requests_per_s", 0.0),
+        "output_tokens_per_s": model.get("output_tokens_per_s", 0.0)
+        + agent.get("output_tokens_per_s", 0.0),
+        "input_tokens_per_s": model.get("input_tokens_per_s", 0.0)
+        + agent.get("input_tokens_per_s", 0.0),
+        "prompt_tokens_per_run": agent.get("prompt_tokens_per_run"),
+        "output_tokens_per_run": agent.get("output_tokens_per_run"),
+    }
+
+
+def write_summary(folder: Path, slo: Slo) -> dict[str, Any]:
+    summary = summarise(read_records(folder), read_steps(folder), slo)
+    (folder / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+    return summary

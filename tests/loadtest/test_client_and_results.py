@@ -1,0 +1,88 @@
+"""The SSE reassembly and the exact statistics the summary is built from."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from loadtest.client import SseParser
+from loadtest.results import Slo, percentile, summarise
+
+STREAM = (
+    'data: {"a": "第一"}\n\n'
+    "event: run.finished\r\ndata: line one\r\ndata: line two\r\n\r\n"
+    ": keep-alive\n\n"
+    "data: [DONE]\n\n"
+).encode()
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7, 64, len(STREAM)])
+def test_sse_events_survive_any_cut_of_the_byte_stream(size):
+    parser = SseParser()
+    events = []
+    for i in range(0, len(STREAM), size):
+        events += [(e.event, e.data, e.at) for e in parser.feed(STREAM[i : i + size], at=i)]
+    assert [(kind, data) for kind, data, _ in events] == [
+        ("message", '{"a": "第一"}'),
+        ("run.finished", "line one\nline two"),
+        ("message", "[DONE]"),
+    ]
+    # each event is stamped with the read that completed it, not an earlier or later one
+    ends = [STREAM.index(b"\n\n") + 2, STREAM.index(b"\r\n\r\n") + 4, len(STREAM)]
+    assert [at for _, _, at in events] == [((end - 1) // size) * size for end in ends]
+
+
+def test_percentiles_are_exact_with_linear_interpolation():
+    values = list(range(1, 101))  # 1..100
+    assert percentile(values, 50) == 50.5
+    assert percentile(values, 95) == pytest.approx(95.05)
+    assert percentile(values, 99) == pytest.approx(99.01)
+    assert percentile([7.0], 99) == 7.0
+
+
+def _model(start, ttft, gaps, tokens, ok=True):
+    e2e = ttft + sum(gaps)
+    return {
+        "kind": "model",
+        "name": "chat",
+        "start": start,
+        "end": start + e2e / 1000,
+        "ok": ok,
+        "error": None if ok else "boom",
+        "ttft_ms": ttft,
+        "itl_ms": gaps,
+        "tpot_ms": sum(gaps) / (tokens - 1),
+        "e2e_ms": e2e,
+        "prompt_tokens": 100,
+        "output_tokens": tokens,
+    }
+
+
+def test_summary_per_step_and_capacity_at_the_slo():
+    slo = Slo(ttft_p99_ms=100, itl_p99_ms=20, run_p95_ms=5000)
+    steps = [{"step": 0, "users": 1, "start": 0.0}, {"step": 1, "users": 2, "start": 10.0}]
+    records = [_model(t, 50, [10, 10], 3) for t in range(10)]  # meets the SLO
+    records += [_model(10 + t / 2, 150, [30, 30], 3) for t in range(20)]  # breaks it
+    summary = summarise(records, steps, slo)
+    first, second = summary["steps"]
+    assert first["model"]["requests"] == 10 and first["seconds"] == 10
+    assert first["model"]["requests_per_s"] == 1.0
+    assert first["model"]["output_tokens_per_s"] == 3.0
+    assert first["model"]["input_tokens_per_s"] == 100.0
+    assert first["model"]["ttft_ms"]["p99"] == 50 and first["model"]["itl_ms"]["p95"] == 10
+    assert first["slo_met"] and first["model"]["slo_attainment"] == 1.0
+    assert not second["slo_met"] and second["model"]["goodput_per_s"] == 0
+    assert any("TTFT p99" in why for why in second["slo_broken"])
+    assert summary["capacity_at_slo"]["step"] == 0
+    assert summary["capacity_at_slo"]["output_tokens_per_s"] == 3.0
+    json.dumps(summary)  # summary.json is plain JSON
+
+
+def test_errors_break_the_slo_and_are_counted():
+    slo = Slo(ttft_p99_ms=100, itl_p99_ms=20, run_p95_ms=5000)
+    records = [_model(0, 50, [10], 2), _model(1, 50, [10], 2, ok=False)]
+    step = summarise(records, [{"step": 0, "users": 2, "start": 0.0}], slo)["steps"][0]
+    assert step["errors"] == 1 and step["error_ratio"] == 0.5
+    assert not step["slo_met"]
+    assert summarise(records, [], slo)["capacity_at_slo"] is None
