@@ -39,51 +39,6 @@ def print_urls(services) -> None:  # type: ignore[no-untyped-def]
     )
 
 
-def print_live_figures(
-    prometheus_url: str, loop_url: str, model_url: str, timeout: float = 20
-) -> None:
-    """A few of the demo's own figures, read back from Prometheus once it has scraped them."""
-    import threading
-    import time
-
-    import httpx
-
-    def own_total(url: str, metric: str) -> float:
-        lines = httpx.get(f"{url}/metrics", timeout=5).text.splitlines()
-        return sum(float(line.split()[-1]) for line in lines if line.startswith(metric))
-
-    # each job is scraped on its own schedule: wait until both have the demo's final counts
-    expected = {
-        "sum(leave_loop_runs_total)": own_total(loop_url, "leave_loop_runs_total"),
-        "sum(vllm:generation_tokens_total)": own_total(model_url, "vllm:generation_tokens_total"),
-    }
-    deadline, pause = time.monotonic() + timeout, threading.Event()
-    while any(prometheus.query(prometheus_url, q) != v for q, v in expected.items()):
-        if time.monotonic() > deadline:
-            print(f"\nPrometheus had not scraped the demo's figures after {timeout:.0f} s")
-            return
-        pause.wait(0.5)
-    # cumulative since the stack started, which for the demo's fresh stack is the demo
-    figures = {
-        "TTFT p95 (model)": (
-            "histogram_quantile(0.95, sum by (le) (vllm:time_to_first_token_seconds_bucket))",
-            "{:.0f} ms",
-            1000,
-        ),
-        "generated tokens": ("sum(vllm:generation_tokens_total)", "{:.0f}", 1),
-        "completed runs": ('sum(leave_loop_runs_total{status="completed"})', "{:.0f}", 1),
-        "run latency p95": (
-            "histogram_quantile(0.95, sum by (le) (leave_loop_run_duration_seconds_bucket))",
-            "{:.2f} s",
-            1,
-        ),
-    }
-    print(f"\nRead back from Prometheus ({prometheus_url}):")
-    for name, (expression, form, scale) in figures.items():
-        value = prometheus.query(prometheus_url, expression)
-        print(f"  {name:<18} {form.format(value * scale) if value is not None else 'no data'}")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bundle", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -158,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     monitor = next((s for s in services if s.name == "prometheus"), None)
     if monitor is not None:
         model_url = next(s.url for s in services if s.name == "vllm")
-        print_live_figures(monitor.url, loop_url, model_url)
+        prometheus.print_demo_figures(monitor.url, loop_url, model_url)
     print_urls(services)
     if not ok:
         print("\nsome scenarios did not go as expected: see above and .run/logs/", file=sys.stderr)

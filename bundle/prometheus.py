@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import httpx
 import yaml
 
 from .compose import REPO_ROOT
+from .localstack import LocalService
 
 MONITORING = REPO_ROOT / "monitoring"
 CONFIG = MONITORING / "prometheus" / "prometheus.yml"
@@ -84,13 +88,13 @@ def check_config(config_path: Path) -> str:
     return "" if done.returncode == 0 else (done.stdout + done.stderr).strip()
 
 
-def local_service(project: dict[str, Any], services: list[Any], run_dir: Path) -> Any | None:
-    """The local stack's Prometheus (a LocalService), or None when no binary is installed.
+def local_service(
+    project: dict[str, Any], services: list[LocalService], run_dir: Path
+) -> LocalService | None:
+    """The local stack's Prometheus, or None when no binary is installed.
 
     Its port is compose's published Prometheus port; its config is written under run_dir.
     """
-    from .localstack import LocalService
-
     if binary() is None:
         return None
     published = [
@@ -117,8 +121,47 @@ def local_service(project: dict[str, Any], services: list[Any], run_dir: Path) -
 
 def query(url: str, expression: str) -> float | None:
     """One instant value, or None when the query has no data."""
-    import httpx
-
     answer = httpx.get(f"{url}/api/v1/query", params={"query": expression}, timeout=5).json()
     result = answer.get("data", {}).get("result", [])
     return float(result[0]["value"][1]) if result else None
+
+
+def print_demo_figures(
+    prometheus_url: str, loop_url: str, model_url: str, timeout: float = 20
+) -> None:
+    """A few of the demo's own figures, read back from Prometheus once it has scraped them."""
+
+    def own_total(url: str, metric: str) -> float:
+        lines = httpx.get(f"{url}/metrics", timeout=5).text.splitlines()
+        return sum(float(line.split()[-1]) for line in lines if line.startswith(metric))
+
+    # each job is scraped on its own schedule: wait until both have the demo's final counts
+    expected = {
+        "sum(leave_loop_runs_total)": own_total(loop_url, "leave_loop_runs_total"),
+        "sum(vllm:generation_tokens_total)": own_total(model_url, "vllm:generation_tokens_total"),
+    }
+    deadline, pause = time.monotonic() + timeout, threading.Event()
+    while any(query(prometheus_url, q) != v for q, v in expected.items()):
+        if time.monotonic() > deadline:
+            print(f"\nPrometheus had not scraped the demo's figures after {timeout:.0f} s")
+            return
+        pause.wait(0.5)
+    # cumulative since the stack started, which for the demo's fresh stack is the demo
+    figures = {
+        "TTFT p95 (model)": (
+            "histogram_quantile(0.95, sum by (le) (vllm:time_to_first_token_seconds_bucket))",
+            "{:.0f} ms",
+            1000,
+        ),
+        "generated tokens": ("sum(vllm:generation_tokens_total)", "{:.0f}", 1),
+        "completed runs": ('sum(leave_loop_runs_total{status="completed"})', "{:.0f}", 1),
+        "run latency p95": (
+            "histogram_quantile(0.95, sum by (le) (leave_loop_run_duration_seconds_bucket))",
+            "{:.2f} s",
+            1,
+        ),
+    }
+    print(f"\nRead back from Prometheus ({prometheus_url}):")
+    for name, (expression, form, scale) in figures.items():
+        value = query(prometheus_url, expression)
+        print(f"  {name:<18} {form.format(value * scale) if value is not None else 'no data'}")

@@ -11,12 +11,12 @@ import json
 import subprocess
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from common.healthprobe import probe
 
 from .compose import BASE_FILE, DEPLOY, REPO_ROOT, SIM_FILE
 
@@ -39,6 +39,8 @@ class Stack:
         files = [BASE_FILE, *([SIM_FILE] if self.sim else []), *self.extra_files]
         command = ["docker", "compose", "--project-directory", str(DEPLOY)]
         command += ["--env-file", str(self.env_file)]
+        if not self.sim:
+            command += ["--profile", "gpu"]  # as `make up` runs it: with dcgm-exporter
         for file in files:
             command += ["-f", str(file)]
         return command + list(args)
@@ -59,18 +61,6 @@ def _json_lines(text: str) -> list[dict[str, Any]]:
     if text.startswith("["):  # older Compose versions print one array
         return json.loads(text)
     return [json.loads(line) for line in text.splitlines() if line.strip()]
-
-
-def _probe(url: str) -> str:
-    """'' when the endpoint answers 2xx, else what it said."""
-    try:
-        with urllib.request.urlopen(url, timeout=3) as response:
-            return "" if 200 <= response.status < 300 else f"{url} answered {response.status}"
-    except urllib.error.HTTPError as error:
-        body = error.read(300).decode(errors="replace")
-        return f"{url} answered {error.code} {body}".strip()
-    except OSError as error:
-        return f"{url}: {getattr(error, 'reason', error)}"
 
 
 def problems(stack: Stack) -> dict[str, str]:
@@ -103,8 +93,9 @@ def problems(stack: Stack) -> dict[str, str]:
                 if port.get("published"):
                     host = port.get("host_ip") or "127.0.0.1"
                     host = "127.0.0.1" if host == "0.0.0.0" else host
-                    said = _probe(f"http://{host}:{port['published']}{READINESS_PATHS[name]}")
-                    if said:
+                    url = f"http://{host}:{port['published']}{READINESS_PATHS[name]}"
+                    ready, said = probe(url)
+                    if not ready:
                         found[name] = said
     return found
 

@@ -28,13 +28,15 @@ TIMEOUT_SECONDS = 2.0
 
 
 def probe(url: str) -> tuple[bool, str]:
+    """(answered 2xx, what it said): the status, and the start of the body of a refusal."""
     try:
         with urllib.request.urlopen(url, timeout=TIMEOUT_SECONDS) as response:
-            return 200 <= response.status < 300, f"{url}: {response.status}"
+            return 200 <= response.status < 300, f"{url} answered {response.status}"
     except urllib.error.HTTPError as error:
-        return False, f"{url}: {error.code}"
+        body = error.read(300).decode(errors="replace")
+        return False, f"{url} answered {error.code} {body}".strip()
     except (OSError, ValueError) as error:
-        return False, f"{url}: {error}"
+        return False, f"{url}: {getattr(error, 'reason', error)}"
 
 
 def _processes(proc: Path) -> Iterator[tuple[list[str], dict[str, str]]]:

@@ -425,21 +425,15 @@ class RunManager:
         if stored is None:
             return None
         return {
-            "id": stored.id,
-            "status": stored.status,
+            **_listing(stored),
             "answer": stored.answer,
             "result": stored.result,
-            "reason": stored.reason,
             "steps": stored.steps,
             "usage": {
                 "prompt_tokens": stored.prompt_tokens,
                 "completion_tokens": stored.completion_tokens,
             },
             "turns": stored.turns,
-            "session_id": stored.session_id,
-            "input": stored.input,
-            "created_at": stored.created_at.isoformat() if stored.created_at else None,
-            "finished_at": stored.finished_at.isoformat() if stored.finished_at else None,
         }
 
     async def recent(self, user_key: str, limit: int) -> list[dict[str, Any]]:
@@ -459,18 +453,7 @@ class RunManager:
             for r in self.active.values()
             if r.user_key == user_key and r.id not in known
         ]
-        listed = [
-            {
-                "id": r.id,
-                "status": r.status,
-                "session_id": r.session_id,
-                "input": r.input,
-                "reason": r.reason,
-                "created_at": r.created_at.isoformat() if r.created_at else None,
-                "finished_at": r.finished_at.isoformat() if r.finished_at else None,
-            }
-            for r in stored
-        ]
+        listed = [_listing(r) for r in stored]
         return sorted(waiting + listed, key=lambda r: r["created_at"] or "", reverse=True)[:limit]
 
     def mark_interrupted(self) -> int:
@@ -484,3 +467,16 @@ def _new_session_id() -> str:
 
 def _empty_result(run: ActiveRun, status: str, reason: str) -> RunResult:
     return RunResult(status, "", [], [{"role": "user", "content": run.input}], [], 0, reason=reason)
+
+
+def _listing(stored: RunRecord) -> dict[str, Any]:
+    """A stored run as `GET /v1/runs` lists it (the full record adds its steps and answer)."""
+    return {
+        "id": stored.id,
+        "status": stored.status,
+        "session_id": stored.session_id,
+        "input": stored.input,
+        "reason": stored.reason,
+        "created_at": stored.created_at.isoformat() if stored.created_at else None,
+        "finished_at": stored.finished_at.isoformat() if stored.finished_at else None,
+    }
