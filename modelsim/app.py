@@ -119,6 +119,7 @@ class Simulator:
         try:
             await self._until(timing.first_token)
             deadline = timing.first_token
+            timing.first_token = time.perf_counter()  # as produced, so a late wake-up shows
             for i in range(1, output.completion_tokens):
                 gap = self.scheduler.itl_seconds()
                 timing.gaps.append(gap)
@@ -182,9 +183,10 @@ class Simulator:
         await self._admit(chat, output, timing)
         try:
             await self._until(timing.first_token)
+            deadline = timing.first_token
+            timing.first_token = time.perf_counter()  # as produced, so a late wake-up shows
             first = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None}
             yield _sse({**head, "choices": [{**first, "finish_reason": None}]})
-            deadline = timing.first_token
             last = len(output.pieces) - 1
             for i, piece in enumerate(output.pieces):
                 if i:
