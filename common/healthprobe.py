@@ -68,7 +68,7 @@ def discover(proc: Path = Path("/proc")) -> tuple[str | None, str]:
         port_setting, default_port, path = SERVICES[module]
         port = environ.get(port_setting, default_port)
         return f"http://127.0.0.1:{port}{path}", module
-    return "", "no bundle service (python -m loop | mcp_server | modelsim) is running here"
+    return "", "none of our services (python -m loop | mcp_server | modelsim) is running here"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,10 +17,10 @@ from typing import Any
 
 from locust import LoadTestShape, User, events, task
 
-from bundle.demo import SCENARIOS
 from loadtest.client import StreamingClient, timed_chat, timed_run
 from loadtest.results import STEPS_FILE, RawLog
 from loadtest.settings import LoadSettings
+from stack.demo import SCENARIOS
 
 SETTINGS = LoadSettings()
 RUN_DIR = Path(os.environ.get("LOAD_RESULTS_RUN_DIR", SETTINGS.results_dir))

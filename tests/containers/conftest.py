@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bundle.compose import compose_binary
+from stack.compose import compose_binary
 from tests.support import REPO_ROOT, wait_until
 
 HERE = Path(__file__).resolve().parent

@@ -19,8 +19,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bundle.demo import run_scenarios
-from bundle.stackcheck import Stack, problems
+from stack.demo import run_scenarios
+from stack.stackcheck import Stack, problems
 from tests.support import free_port, wait_until
 
 from .conftest import Engine, make

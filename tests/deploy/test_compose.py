@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from bundle import compose
+from stack import compose
 
 REPO = compose.REPO_ROOT
 SERVE_HELP = REPO / "tests" / "fixtures" / "vllm-0.32" / "serve-help.txt"

@@ -8,7 +8,7 @@ import shutil
 import subprocess
 import time
 
-from bundle.compose import REPO_ROOT
+from stack.compose import REPO_ROOT
 from tests.support import free_port
 
 
@@ -44,7 +44,7 @@ def test_make_demo_on_a_fresh_clone(tmp_path):
         else:
             assert "Prometheus      not installed, so not started" in out
         status = subprocess.run(
-            [str(clone / ".venv/bin/python"), "-m", "bundle", "status"],
+            [str(clone / ".venv/bin/python"), "-m", "stack", "status"],
             cwd=clone,
             capture_output=True,
             text=True,

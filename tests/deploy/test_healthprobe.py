@@ -46,7 +46,7 @@ def test_a_one_shot_job_needs_no_endpoint(tmp_path):
 
 def test_nothing_to_probe_is_unhealthy(tmp_path):
     found, what = healthprobe.discover(fake_proc(tmp_path, (["sleep", "1"], {})))
-    assert found == "" and "no bundle service" in what
+    assert found == "" and "none of our services" in what
 
 
 def test_probes_a_real_endpoint_by_its_status(tmp_path):

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bundle import compose
-from bundle.preflight import problems
+from stack import compose
+from stack.preflight import problems
 from tests.support import free_port
 
 

@@ -7,7 +7,7 @@ import stat
 import subprocess
 import sys
 
-from bundle.compose import EXAMPLE_ENV
+from stack.compose import EXAMPLE_ENV
 from tests.support import REPO_ROOT, mcp_server, model_simulator
 
 CONFIG = {
@@ -22,7 +22,7 @@ CONFIG = {
 }
 
 
-CHECK_STACK = [sys.executable, "-m", "bundle", "check-stack", "--sim", "--timeout", "0"]
+CHECK_STACK = [sys.executable, "-m", "stack", "check-stack", "--sim", "--timeout", "0"]
 
 
 def fake_docker(bin_dir, containers: list[dict], loop_port: int) -> None:

@@ -11,9 +11,9 @@ import os
 import httpx
 import pytest
 
-from bundle import compose
-from bundle.demo import stream_run
-from bundle.localstack import LocalStack, plan
+from stack import compose
+from stack.demo import stream_run
+from stack.localstack import LocalStack, plan
 from tests.support import free_port
 
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bundle import prometheus
-from bundle.demo import run_scenarios
+from stack import prometheus
+from stack.demo import run_scenarios
 from tests.loop.conftest import loop_service
 from tests.support import free_port, mcp_server, model_simulator, running, wait_until
 

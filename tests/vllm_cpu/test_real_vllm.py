@@ -15,7 +15,7 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from bundle import compose, realvllm
+from stack import compose, realvllm
 from tests.modelsim.test_vllm_fidelity import FAMILIES, shape
 from tests.support import ServiceProcess, free_port, mcp_server, model_simulator
 

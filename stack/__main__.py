@@ -1,4 +1,4 @@
-"""`python -m bundle dev|stop|status|demo|preflight|check-stack|urls` — what make calls."""
+"""`python -m stack dev|stop|status|demo|preflight|check-stack|urls` — what make calls."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def print_urls(services) -> None:  # type: ignore[no-untyped-def]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bundle", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m stack", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     dev = commands.add_parser("dev", help="start the local stack (no Docker)")
     dev.add_argument("--reset", action="store_true", help="start from fresh demo data")
