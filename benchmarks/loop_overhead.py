@@ -28,12 +28,12 @@ import openai
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
+from benchmarks.seed_loop import seed_loop  # noqa: E402
 from loop.engine import AgentLoop, ToolInfo, ToolResult  # noqa: E402
 from loop.mcp_pool import McpPool  # noqa: E402
 from loop.model import OpenAIChatModel  # noqa: E402
-from loop.seed_script import seed_loop  # noqa: E402
 from mcp_server.storage import Balance, Database, Leave  # noqa: E402
-from tests.support import mcp_server, model_simulator  # noqa: E402
+from stack.processes import mcp_server, model_simulator  # noqa: E402
 
 TOKEN = "demo-token-employee"
 
@@ -74,19 +74,14 @@ class TimedTools:
 
     async def list(self) -> list[ToolInfo]:
         connection = await self.pool.connection(TOKEN)
-        return [
-            ToolInfo(
-                s.name, s.description, s.openai_tool()["function"]["parameters"], s.destructive
-            )
-            for s in await connection.tools()
-        ]
+        return await connection.tools()
 
     async def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
         connection = await self.pool.connection(TOKEN)
         started = time.perf_counter()
-        outcome = await connection.call(name, arguments)
+        result = await connection.call(name, arguments)
         self.raw_ms.append((time.perf_counter() - started) * 1000)
-        return ToolResult(outcome.text, outcome.is_error, outcome.structured)
+        return result
 
 
 async def measure(

@@ -27,7 +27,7 @@ from mcp.client.streamable_http import streamable_http_client
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from tests.support import ServiceProcess, free_port  # noqa: E402
+from stack.processes import ServiceProcess, free_port  # noqa: E402
 
 
 async def one_client(url: str, token: str, mode: str, calls: int, latencies: list[float]) -> None:

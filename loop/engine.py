@@ -14,6 +14,7 @@ import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any, Protocol
 
 from . import toolcall_text, verify
@@ -47,6 +48,15 @@ STOPPED_TOOL_TEXT = "已記錄最終結果。"
 
 
 # -- what the loop talks to ----------------------------------------------------------------
+
+
+class RunStatus(StrEnum):
+    """How a run ended (a stored run is also "running" until then)."""
+
+    COMPLETED = "completed"
+    MAX_TURNS = "max_turns"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
 
 
 @dataclass
@@ -149,7 +159,7 @@ class Step:
 
 @dataclass
 class RunResult:
-    status: str  # completed | max_turns | failed | cancelled
+    status: RunStatus
     answer: str
     steps: list[Step]
     messages: list[dict[str, Any]]  # this run's transcript: user, assistant, tool messages
@@ -211,7 +221,9 @@ class AgentLoop:
             try:
                 catalogue = {t.name: t for t in await tools.list()}
             except ToolsUnavailable as error:
-                return state.result("failed", UNAVAILABLE_ANSWER, reason=_unavailable(error))
+                return state.result(
+                    RunStatus.FAILED, UNAVAILABLE_ANSWER, reason=_unavailable(error)
+                )
             state.tools = [t.openai_tool() for t in catalogue.values()]
             system = {"role": "system", "content": config.system_prompt}
             window = await self._context_window()
@@ -239,19 +251,19 @@ class AgentLoop:
                     return self._finish_unreachable(catalogue, state)
                 if state.unknown:  # a write may or may not apply: say so, never "not done"
                     return self._finish_unknown(state)
-            return state.result("max_turns", MAX_TURNS_ANSWER, reason="max_turns")
+            return state.result(RunStatus.MAX_TURNS, MAX_TURNS_ANSWER, reason="max_turns")
         except (ContextOverflow, ModelContextExceeded) as error:
             return state.result(
-                "failed", CONTEXT_OVERFLOW_ANSWER, reason=f"context_overflow: {error}"
+                RunStatus.FAILED, CONTEXT_OVERFLOW_ANSWER, reason=f"context_overflow: {error}"
             )
         except ModelError as error:
-            return state.result("failed", "", reason=f"model_error: {error}")
+            return state.result(RunStatus.FAILED, "", reason=f"model_error: {error}")
         except asyncio.CancelledError:
             state.answer_pending_calls(f"{ERROR_PREFIX} 已取消")
-            return state.result("cancelled", "", reason="cancelled")
+            return state.result(RunStatus.CANCELLED, "", reason="cancelled")
         except Exception as error:  # an MCP server that is down when the run starts
             state.answer_pending_calls(f"{ERROR_PREFIX} {type(error).__name__}")
-            return state.result("failed", "", reason=f"{type(error).__name__}: {error}")
+            return state.result(RunStatus.FAILED, "", reason=f"{type(error).__name__}: {error}")
 
     async def _call_model(
         self, messages: list[dict[str, Any]], state: _RunState, emit: Emit
@@ -287,7 +299,7 @@ class AgentLoop:
             if writes
             else UNAVAILABLE_ANSWER
         )
-        return state.result("failed", answer, reason=_unavailable(state.unreachable[0][1]))
+        return state.result(RunStatus.FAILED, answer, reason=_unavailable(state.unreachable[0][1]))
 
     @staticmethod
     def _finish_unknown(state: _RunState) -> RunResult:
@@ -296,7 +308,7 @@ class AgentLoop:
         tool = f"{name}（{leave}）" if leave else name
         answer = UNKNOWN_OUTCOME_ANSWER.format(tool=tool, seen=verified.seen)
         reason = f"outcome_unknown: {tool} timed out after {timeout:g} s; then {verified.seen}"
-        return state.result("failed", answer, reason=reason)
+        return state.result(RunStatus.FAILED, answer, reason=reason)
 
     async def _finish_text(
         self,
@@ -316,11 +328,11 @@ class AgentLoop:
                 "the model wrote a tool call as text: start vLLM with --enable-auto-tool-choice "
                 "and the --tool-call-parser of the base model",
             )
-            return state.result("failed", text, reason="tool_call_in_content")
+            return state.result(RunStatus.FAILED, text, reason="tool_call_in_content")
         if reply.finish_reason == "length":
             await self._detect(state, emit, "length", "the model hit max_tokens; answer cut off")
-            return state.result("failed", text, reason="length")
-        return state.result("completed", text)
+            return state.result(RunStatus.FAILED, text, reason="length")
+        return state.result(RunStatus.COMPLETED, text)
 
     async def _detect(self, state: _RunState, emit: Emit, kind: str, detail: str) -> None:
         step = state.step("detection", kind)
@@ -341,8 +353,8 @@ class AgentLoop:
                 {"role": "tool", "tool_call_id": call["id"], "content": STOPPED_TOOL_TEXT}
             )
         if error:
-            return state.result("failed", "", reason=f"stop tool arguments: {error}")
-        return state.result("completed", "", result=arguments)
+            return state.result(RunStatus.FAILED, "", reason=f"stop tool arguments: {error}")
+        return state.result(RunStatus.COMPLETED, "", result=arguments)
 
     async def _run_tool_calls(
         self,
@@ -516,7 +528,7 @@ class _RunState:
         self.pending = []
 
     def result(
-        self, status: str, answer: str, *, reason: str | None = None, result: Any = None
+        self, status: RunStatus, answer: str, *, reason: str | None = None, result: Any = None
     ) -> RunResult:
         return RunResult(
             status=status,

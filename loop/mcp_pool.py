@@ -19,13 +19,14 @@ import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 import httpx2
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import ElicitResult
+
+from .engine import ToolInfo, ToolResult
 
 logger = logging.getLogger(__name__)
 
@@ -57,29 +58,6 @@ class McpUnavailable(Exception):
     """The MCP server could not be reached or the connection broke."""
 
 
-@dataclass(frozen=True)
-class ToolSpec:
-    name: str
-    description: str
-    input_schema: dict[str, Any]
-    read_only: bool
-    destructive: bool = False
-
-    def openai_tool(self) -> dict[str, Any]:
-        schema = {k: v for k, v in self.input_schema.items() if k != "title"}
-        return {
-            "type": "function",
-            "function": {"name": self.name, "description": self.description, "parameters": schema},
-        }
-
-
-@dataclass(frozen=True)
-class ToolOutcome:
-    text: str
-    is_error: bool
-    structured: dict[str, Any] | None = None
-
-
 class McpConnection:
     def __init__(
         self, url: str, token: str, *, connect_timeout: float, read_timeout: float
@@ -89,7 +67,7 @@ class McpConnection:
         self._connect_timeout = connect_timeout
         self._read_timeout = read_timeout
         self._client: Client | None = None
-        self._tools: list[ToolSpec] | None = None
+        self._tools: list[ToolInfo] | None = None
         self._ready = asyncio.Event()
         self._closing = asyncio.Event()
         self._error: BaseException | None = None
@@ -167,23 +145,23 @@ class McpConnection:
             except (TimeoutError, asyncio.CancelledError):
                 self._owner.cancel()
 
-    async def tools(self) -> list[ToolSpec]:
+    async def tools(self) -> list[ToolInfo]:
         if self._tools is None:
             client = self._require()
             listed = await asyncio.wait_for(client.list_tools(), self._read_timeout)
             self._tools = [
-                ToolSpec(
+                ToolInfo(
                     t.name,
                     t.description or "",
-                    dict(t.input_schema),
-                    bool(t.annotations and t.annotations.read_only_hint),
-                    bool(t.annotations and t.annotations.destructive_hint),
+                    {k: v for k, v in t.input_schema.items() if k != "title"},
+                    needs_confirmation=bool(t.annotations and t.annotations.destructive_hint),
+                    read_only=bool(t.annotations and t.annotations.read_only_hint),
                 )
                 for t in listed.tools
             ]
         return self._tools
 
-    async def call(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
+    async def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
         """Call a tool; a broken transport marks this connection dead and raises."""
         client = self._require()
         self.last_used = time.monotonic()
@@ -198,7 +176,7 @@ class McpConnection:
                 raise McpUnavailable(f"MCP connection lost: {error.error.message}") from error
             raise
         text = "\n".join(getattr(block, "text", "") for block in result.content)
-        return ToolOutcome(text, bool(result.is_error), result.structured_content)
+        return ToolResult(text, bool(result.is_error), result.structured_content)
 
     def _require(self) -> Client:
         if self._client is None:

@@ -6,6 +6,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from common.cost import CostSettings, CostSettingsCollector
 
+from .engine import RunStatus
+
 RUN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300)
 CALL_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
@@ -54,7 +56,7 @@ class LoopMetrics:
         self.mcp_connects = Counter(
             "leave_loop_mcp_connects", "MCP connections opened.", registry=r
         )
-        for status in ("completed", "max_turns", "failed", "cancelled"):
+        for status in RunStatus:
             self.runs.labels(status)
         for kind in ("prompt", "completion"):
             self.tokens.labels(kind)

@@ -14,7 +14,16 @@ from typing import Any
 import anyio.to_thread
 from mcp.types import ElicitResult
 
-from .engine import AgentLoop, LoopConfig, Model, RunResult, ToolInfo, ToolResult, ToolsUnavailable
+from .engine import (
+    AgentLoop,
+    LoopConfig,
+    Model,
+    RunResult,
+    RunStatus,
+    ToolInfo,
+    ToolResult,
+    ToolsUnavailable,
+)
 from .mcp_pool import McpConnection, McpPool, McpUnavailable, current_confirm_handler, token_key
 from .metrics import LoopMetrics
 from .store import RunRecord, RunStore, utcnow
@@ -86,7 +95,7 @@ class RunTools:
         self._run = run
         self._token = token
         self._connection: McpConnection | None = None
-        self._specs: dict[str, Any] = {}
+        self._specs: dict[str, ToolInfo] = {}
 
     async def _conn(self) -> McpConnection:
         if self._connection is None or not self._connection.alive:
@@ -99,16 +108,7 @@ class RunTools:
         except McpUnavailable as error:
             raise ToolsUnavailable(str(error)) from error
         self._specs = {s.name: s for s in specs}
-        return [
-            ToolInfo(
-                s.name,
-                s.description,
-                s.openai_tool()["function"]["parameters"],
-                s.destructive,
-                s.read_only,
-            )
-            for s in specs
-        ]
+        return specs
 
     async def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
         metrics = self._manager.metrics
@@ -129,7 +129,7 @@ class RunTools:
                 outcome = "unavailable"
                 raise ToolsUnavailable(str(error)) from error
             outcome = "tool_error" if result.is_error else "ok"
-            return ToolResult(result.text, result.is_error, result.structured)
+            return result
         finally:
             current_confirm_handler.reset(reset)
             metrics.tool_duration.labels(name, outcome).observe(time.perf_counter() - started)
@@ -269,10 +269,10 @@ class RunManager:
                 finally:
                     self.metrics.in_flight.dec()
         except asyncio.CancelledError:  # cancelled while waiting for a slot
-            result = _empty_result(run, "cancelled", "cancelled")
+            result = _empty_result(run, RunStatus.CANCELLED, "cancelled")
         except Exception as error:  # the store, most likely: fail this run, keep serving
             logger.exception("run %s failed outside the loop", run.id)
-            result = _empty_result(run, "failed", f"internal: {type(error).__name__}")
+            result = _empty_result(run, RunStatus.FAILED, f"internal: {type(error).__name__}")
         final = self._final(run, result)
         try:
             await self._remember(run, record, result, history)
@@ -300,7 +300,7 @@ class RunManager:
     ) -> None:
         self._record(record, result, history)
         await anyio.to_thread.run_sync(self.store.save_run, record)
-        if run.remember and result.status in ("completed", "max_turns"):
+        if run.remember and result.status in (RunStatus.COMPLETED, RunStatus.MAX_TURNS):
             appended = await anyio.to_thread.run_sync(
                 self.store.append_history,
                 run.session_id,
@@ -465,7 +465,7 @@ def _new_session_id() -> str:
     return f"ses_{secrets.token_hex(8)}"
 
 
-def _empty_result(run: ActiveRun, status: str, reason: str) -> RunResult:
+def _empty_result(run: ActiveRun, status: RunStatus, reason: str) -> RunResult:
     return RunResult(status, "", [], [{"role": "user", "content": run.input}], [], 0, reason=reason)
 
 

@@ -24,7 +24,7 @@ async def test_one_connection_per_token_reused_across_calls(mcp_url):
         assert first is again and first is not other and pool.connects == 2
         names = [t.name for t in await first.tools()]
         assert "cancel_approved_leave" in names
-        destructive = {t.name for t in await first.tools() if t.destructive}
+        destructive = {t.name for t in await first.tools() if t.needs_confirmation}
         assert destructive == {"cancel_approved_leave"}
         result = await first.call("get_leave_balance", {})
         assert not result.is_error and result.structured["employee_id"] == "E001"

@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from loop.engine import LoopConfig, ModelReply
-from loop.mcp_pool import ToolOutcome, ToolSpec
+from loop.engine import LoopConfig, ModelReply, ToolInfo, ToolResult
 from loop.metrics import LoopMetrics
 from loop.runs import RunManager
 from loop.store import RunRecord, RunStore
@@ -20,11 +19,11 @@ class OneAnswerModel:
 class FakeConnection:
     alive = True
 
-    async def tools(self) -> list[ToolSpec]:
-        return [ToolSpec("search_leaves", "search", {"type": "object"}, True)]
+    async def tools(self) -> list[ToolInfo]:
+        return [ToolInfo("search_leaves", "search", {"type": "object"}, read_only=True)]
 
-    async def call(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
-        return ToolOutcome("[]", False)
+    async def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+        return ToolResult("[]", False)
 
 
 class FakePool:

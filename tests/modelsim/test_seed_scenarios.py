@@ -1,6 +1,6 @@
 """The scripted policy against the real MCP server, both as processes over sockets.
 
-The seed article's bare loop (loop/seed_script.py) connects them, so these tests show the
+The seed article's bare loop (benchmarks/seed_loop.py) connects them, so these tests show the
 simulator completes the seed scenarios with no help from the loop service.
 """
 
@@ -14,7 +14,7 @@ import openai
 import pytest
 from mcp.types import ElicitResult
 
-from loop.seed_script import seed_loop
+from benchmarks.seed_loop import seed_loop
 from tests.support import mcp_server, model_simulator
 
 from .conftest import SEED_REQUEST

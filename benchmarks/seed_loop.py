@@ -15,7 +15,7 @@ import openai
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from .engine import ERROR_PREFIX, MAX_TURNS_ANSWER, SYSTEM_PROMPT
+from loop.engine import ERROR_PREFIX, MAX_TURNS_ANSWER, SYSTEM_PROMPT
 
 
 @dataclass

@@ -1,0 +1,1 @@
+"""Scripts that print figures, and the baseline loop they compare against."""

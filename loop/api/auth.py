@@ -1,0 +1,74 @@
+"""Who is calling: the bearer token, accepted by the leave MCP server (and cheap to refuse)."""
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Header, HTTPException, Request
+
+from ..auth_guard import FailureLimiter, RejectedTokens
+from ..mcp_pool import McpUnauthorized, McpUnavailable, token_key
+from ..runs import RunManager
+
+logger = logging.getLogger(__name__)
+# RFC 6750 b64token: what a bearer token may contain; anything else is refused before it is
+# put into a header of our own (a non-ASCII one cannot even be encoded there).
+BEARER_TOKEN = re.compile(r"[A-Za-z0-9._~+/-]+=*")
+
+
+@dataclass(frozen=True)
+class User:
+    token: str
+    key: str  # the token's hash: what runs and sessions are owned by
+
+
+@dataclass(frozen=True)
+class AuthGuard:
+    rejected: RejectedTokens
+    limiter: FailureLimiter
+
+
+def manager_of(request: Request) -> RunManager:
+    manager: RunManager = request.app.state.manager
+    return manager
+
+
+async def current_user(
+    request: Request, authorization: Annotated[str | None, Header()] = None
+) -> User:
+    if not authorization or not authorization.lower().startswith("bearer "):
+        raise HTTPException(401, "missing bearer token", {"WWW-Authenticate": "Bearer"})
+    token = authorization[7:].strip()
+    manager = manager_of(request)
+    if manager.pool.has_open(token):  # accepted before: costs nothing to let through
+        return User(token=token, key=token_key(token))
+    guard: AuthGuard = request.app.state.auth_guard
+    client = request.client.host if request.client else "unknown"
+    wait = guard.limiter.retry_after(client)
+    if wait:
+        raise HTTPException(
+            429, "too many failed authentications; try again later", {"Retry-After": str(wait)}
+        )
+
+    def refused(detail: str) -> HTTPException:
+        guard.limiter.failed(client)
+        return HTTPException(401, detail, {"WWW-Authenticate": "Bearer"})
+
+    if not BEARER_TOKEN.fullmatch(token):
+        raise refused("malformed bearer token")
+    key = token_key(token)
+    if key in guard.rejected:
+        raise refused("the leave system does not accept this token")
+    try:
+        await manager.authenticate(token)
+    except McpUnauthorized:
+        guard.rejected.add(key)
+        raise refused("the leave system does not accept this token") from None
+    except McpUnavailable as error:  # the detail is for the operator, not the caller
+        logger.warning("authentication: %s", error)
+        raise HTTPException(503, "the leave MCP server is unavailable") from None
+    return User(token=token, key=key)
+
+
+Authenticated = Annotated[User, Depends(current_user)]

@@ -1,0 +1,218 @@
+"""The OpenAI-compatible facade: a whole agent run behind one chat completion, so any OpenAI
+client (or a load generator) can call the agent as if it were a model."""
+
+import asyncio
+import json
+import secrets
+import time
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Request
+from fastapi.exception_handlers import request_validation_exception_handler
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel, Field, StrictBool, WithJsonSchema
+
+from common.chat import InvalidContent, content_text
+
+from ..runs import ActiveRun, RunManager
+from ..settings import LoopSettings
+from .auth import Authenticated, manager_of
+from .errors import AUTH_ERRORS, OpenAIError, errors, openai_error
+
+router = APIRouter(tags=["openai"])
+FACADE_PATH = "/v1/chat/completions"
+
+# What common.chat.content_text accepts; checked in the route, where the message can name
+# the offending part (pydantic's union errors could not).
+CONTENT_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {"type": "string"},
+        {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"type": {"type": "string"}, "text": {"type": "string"}},
+                "required": ["type"],
+                "if": {"properties": {"type": {"const": "text"}}},
+                "then": {"required": ["text"]},
+            },
+        },
+        {"type": "null"},
+    ]
+}
+
+
+class ChatMessage(BaseModel):
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: Annotated[Any, WithJsonSchema(CONTENT_SCHEMA)] = None
+
+
+class ChatRequest(BaseModel):
+    model: str
+    messages: list[ChatMessage] = Field(min_length=1)
+    stream: StrictBool = False
+    stream_options: dict[str, Any] | None = None
+
+
+class BadChat(ValueError):
+    """A chat request the facade cannot run; `param` names the offending field."""
+
+    def __init__(self, message: str, param: str) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+@router.get("/v1/models")
+async def models(request: Request) -> dict[str, Any]:
+    settings: LoopSettings = request.app.state.settings
+    return {
+        "object": "list",
+        "data": [{"id": settings.agent_model_name, "object": "model", "owned_by": "leave-copilot"}],
+    }
+
+
+@router.post(
+    FACADE_PATH,
+    responses={
+        200: {
+            "description": "A chat.completion, or chat.completion.chunk events when streaming.",
+            "content": {"application/json": {}, "text/event-stream": {}},
+        },
+        **errors(400, 404, model=OpenAIError),
+        **errors(*AUTH_ERRORS),
+    },
+)
+async def chat_completions(body: ChatRequest, user: Authenticated, request: Request) -> Response:
+    """OpenAI-compatible facade: the whole agent run behind one chat completion. The last
+    user message is the request; earlier user/assistant messages are its history.
+    Confirmations are declined (a non-interactive caller never confirms by accident)."""
+    settings: LoopSettings = request.app.state.settings
+    if body.model != settings.agent_model_name:
+        return openai_error(
+            404, f"The model `{body.model}` does not exist.", "model", "NotFoundError"
+        )
+    try:
+        user_input, history = split_chat(body.messages)
+    except BadChat as error:
+        return openai_error(400, str(error), error.param)
+    manager = manager_of(request)
+    run = await manager.start(
+        user.token,
+        user_input,
+        session_id=None,
+        confirm="decline",
+        stream=body.stream,
+        history=history,
+    )
+    completion_id = f"chatcmpl-{secrets.token_hex(8)}"
+    if not body.stream:
+        if run.task is None:
+            raise RuntimeError(f"run {run.id} was never started")
+        final = await asyncio.shield(run.task)
+        return JSONResponse(_completion(completion_id, settings.agent_model_name, final))
+    include_usage = bool((body.stream_options or {}).get("include_usage"))
+    return StreamingResponse(
+        _chat_stream(manager, run, completion_id, settings.agent_model_name, include_usage),
+        media_type="text/event-stream",
+    )
+
+
+async def invalid_request(request: Request, error: Exception) -> Response:
+    """FastAPI's 422 everywhere but the facade, which answers as the OpenAI API does: 400."""
+    if not isinstance(error, RequestValidationError):
+        raise error
+    if request.url.path != FACADE_PATH:
+        return await request_validation_exception_handler(request, error)
+    first = error.errors()[0]
+    param = _param(first["loc"][1:])
+    return openai_error(400, f"{param}: {first['msg']}", param)
+
+
+def split_chat(messages: list[ChatMessage]) -> tuple[str, list[dict[str, Any]]]:
+    """(the request, its history) from an OpenAI transcript; raises BadChat."""
+    texts = []
+    for i, message in enumerate(messages):
+        try:
+            text = content_text(message.content)
+        except InvalidContent as error:
+            raise BadChat(f"messages[{i}].{error}", f"messages[{i}].content") from None
+        if message.role in ("user", "assistant") and text:
+            texts.append({"role": message.role, "content": text})
+    if not texts or texts[-1]["role"] != "user" or messages[-1].role != "user":
+        raise BadChat("the last message must be a user message with text", "messages")
+    return texts[-1]["content"], texts[:-1]
+
+
+def _param(loc: tuple[Any, ...]) -> str:
+    """A pydantic location as a JSON path: ("messages", 0, "role") → messages[0].role."""
+    path = ""
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}" if path else str(part)
+    return path or "body"
+
+
+def _completion(completion_id: str, model: str, final: dict[str, Any]) -> dict[str, Any]:
+    usage = final["usage"]
+    answer = final["answer"] or _status_text(final)
+    return {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": answer},
+                "finish_reason": "stop" if final["status"] == "completed" else "length",
+            }
+        ],
+        "usage": {**usage, "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]},
+        "run": {"id": final["id"], "status": final["status"], "turns": final["turns"]},
+    }
+
+
+def _status_text(final: dict[str, Any]) -> str:
+    return f"（執行未完成：{final['status']}，{final.get('reason') or ''}）"
+
+
+async def _chat_stream(
+    manager: RunManager, run: ActiveRun, completion_id: str, model: str, include_usage: bool
+) -> AsyncIterator[bytes]:
+    head = {
+        "id": completion_id,
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+    }
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        body = {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        return f"data: {json.dumps(body, ensure_ascii=False)}\n\n".encode()
+
+    yield chunk({"role": "assistant", "content": ""})
+    # Answer text is only known to be the answer once its turn ends without tool calls:
+    # buffer each model turn's text and release it when that turn is the last.
+    buffered: list[str] = []
+    async for kind, data in manager.events(run):
+        if kind == "model.started":
+            buffered = []
+        elif kind == "answer.delta":
+            buffered.append(data["text"])
+        elif kind == "model.finished" and not data.get("step", {}).get("result", {}).get(
+            "tool_calls"
+        ):
+            for text in buffered:
+                yield chunk({"content": text})
+            buffered = []
+        elif kind == "run.finished":
+            if data["status"] != "completed" or not data["answer"]:
+                yield chunk({"content": data["answer"] or _status_text(data)})
+            yield chunk({}, "stop" if data["status"] == "completed" else "length")
+            if include_usage:
+                usage = data["usage"]
+                total = usage["prompt_tokens"] + usage["completion_tokens"]
+                body = {**head, "choices": [], "usage": {**usage, "total_tokens": total}}
+                yield f"data: {json.dumps(body)}\n\n".encode()
+    yield b"data: [DONE]\n\n"

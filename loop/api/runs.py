@@ -1,0 +1,233 @@
+"""The runs API: start a run (JSON or Server-Sent Events), list and read runs, cancel one,
+answer its confirmations."""
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from mcp.types import ElicitResult
+from pydantic import BaseModel, Field, StrictBool
+
+from ..engine import RunStatus, Step
+from ..runs import (
+    ActiveRun,
+    ConfirmationAlreadyAnswered,
+    RunIdInUse,
+    RunManager,
+    UnknownConfirmation,
+    accept_content,
+)
+from .auth import Authenticated, manager_of
+from .errors import AUTH_ERRORS, errors
+
+router = APIRouter(prefix="/v1/runs", tags=["runs"])
+
+SESSION_ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
+RUN_ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,40}$"
+RecordStatus = Literal["running"] | RunStatus
+ConfirmAction = Literal["accept", "decline", "cancel"]
+
+
+class RunRequest(BaseModel):
+    input: str = Field(min_length=1, max_length=4000, description="The user's request.")
+    session_id: str | None = Field(
+        None, pattern=SESSION_ID_PATTERN, description="Continue this conversation."
+    )
+    stream: StrictBool = Field(False, description="Server-Sent Events as the run happens.")
+    confirm: Literal["ask", "accept", "decline"] | None = Field(
+        None,
+        description="How confirmations are answered: ask the client (SSE event), or answer every "
+        "one automatically. Default: ask when streaming, decline otherwise.",
+    )
+    run_id: str | None = Field(
+        None,
+        pattern=RUN_ID_PATTERN,
+        description="Your own id for this run (e.g. a UUID), so you know it before any answer "
+        "arrives: GET /v1/runs/{run_id} finds it, and POSTing the same run_id again returns "
+        "that run (waiting for it to finish) instead of starting another.",
+    )
+
+
+class ConfirmationAnswer(BaseModel):
+    action: ConfirmAction
+    content: dict[str, Any] | None = None
+
+
+class ConfirmationAnswered(BaseModel):
+    status: Literal["answered"]
+    action: ConfirmAction
+
+
+class Usage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class RunResponse(BaseModel):
+    id: str
+    status: RunStatus
+    answer: str
+    result: Any = None
+    reason: str | None = None
+    steps: list[Step]
+    usage: Usage
+    turns: int
+    session_id: str
+
+
+class RunRecordView(BaseModel):
+    """A run as stored: while it runs only id, status and session_id are known."""
+
+    id: str
+    status: RecordStatus
+    session_id: str
+    input: str | None = None
+    answer: str | None = None
+    result: Any = None
+    reason: str | None = None
+    steps: list[Step] | None = None
+    usage: Usage | None = None
+    turns: int | None = None
+    created_at: str | None = None
+    finished_at: str | None = None
+
+
+class RunSummary(BaseModel):
+    id: str
+    status: RecordStatus
+    session_id: str
+    input: str
+    reason: str | None = None
+    created_at: str | None = None
+    finished_at: str | None = None
+
+
+class RunList(BaseModel):
+    runs: list[RunSummary] = Field(description="The caller's runs, newest first.")
+
+
+@router.post(
+    "",
+    response_model=RunResponse,
+    responses={200: {"content": {"text/event-stream": {}}}, **errors(409, *AUTH_ERRORS)},
+)
+async def create_run(body: RunRequest, user: Authenticated, request: Request) -> Response:
+    """Run the agent on one request. With `stream: true` the answer is a stream of
+    Server-Sent Events: run.started, model.started/finished, tool.started/finished,
+    confirmation.requested/resolved, answer.delta, detection, run.finished.
+    With `run_id`, a retry after a lost connection returns the same run."""
+    manager = manager_of(request)
+    confirm = body.confirm or ("ask" if body.stream else "decline")
+    try:
+        run = await manager.start(
+            user.token,
+            body.input,
+            session_id=body.session_id,
+            confirm=confirm,
+            stream=body.stream,
+            run_id=body.run_id,
+        )
+    except RunIdInUse:
+        final = await _earlier_run(manager, str(body.run_id), user.key, body.stream)
+        if not body.stream:
+            return JSONResponse(final)
+        return StreamingResponse(_sse_once(final), media_type="text/event-stream")
+    if not body.stream:
+        return JSONResponse(await _outcome(run))
+    return StreamingResponse(_sse(manager, run), media_type="text/event-stream")
+
+
+@router.get("", response_model=RunList, responses=errors(*AUTH_ERRORS))
+async def list_runs(
+    user: Authenticated,
+    request: Request,
+    limit: Annotated[int, Query(ge=1, le=100, description="How many, newest first.")] = 20,
+) -> dict[str, Any]:
+    """The caller's recent runs (running ones included): how a client that lost its
+    connection finds the run it started."""
+    return {"runs": await manager_of(request).recent(user.key, limit)}
+
+
+@router.get("/{run_id}", response_model=RunRecordView, responses=errors(404, *AUTH_ERRORS))
+async def get_run(run_id: str, user: Authenticated, request: Request) -> dict[str, Any]:
+    record = await manager_of(request).record(run_id, user.key)
+    if record is None:
+        raise HTTPException(404, "no such run")
+    return record
+
+
+@router.post("/{run_id}/cancel", response_model=RunResponse, responses=errors(404, *AUTH_ERRORS))
+async def cancel_run(run_id: str, user: Authenticated, request: Request) -> dict[str, Any]:
+    manager = manager_of(request)
+    run = manager.active.get(run_id)
+    if run is None or run.user_key != user.key or not manager.cancel(run_id, user.key):
+        raise HTTPException(404, "no such running run")
+    return await _outcome(run)
+
+
+@router.post(
+    "/{run_id}/confirmations/{confirmation_id}",
+    response_model=ConfirmationAnswered,
+    responses=errors(404, 409, *AUTH_ERRORS),
+)
+async def answer_confirmation(
+    run_id: str,
+    confirmation_id: str,
+    body: ConfirmationAnswer,
+    user: Authenticated,
+    request: Request,
+) -> dict[str, str]:
+    manager = manager_of(request)
+    run = manager.active.get(run_id)
+    pending = run.confirmations.get(confirmation_id) if run else None
+    content = body.content
+    if body.action == "accept" and content is None and pending is not None:
+        content = accept_content(pending.schema)
+    answer = ElicitResult(action=body.action, content=content if body.action == "accept" else None)
+    try:
+        manager.answer_confirmation(run_id, user.key, confirmation_id, answer)
+    except UnknownConfirmation:
+        raise HTTPException(404, "no such pending confirmation") from None
+    except ConfirmationAlreadyAnswered:
+        raise HTTPException(409, "this confirmation was already answered") from None
+    return {"status": "answered", "action": body.action}
+
+
+async def _outcome(run: ActiveRun) -> dict[str, Any]:
+    """The run's final result; shielded, so a caller that goes away does not cancel the run."""
+    if run.task is None:
+        raise RuntimeError(f"run {run.id} was never started")
+    return await asyncio.shield(run.task)
+
+
+async def _earlier_run(
+    manager: RunManager, run_id: str, user_key: str, stream: bool
+) -> dict[str, Any]:
+    """The final result of the run a retry names; 409 when it is not the caller's to have."""
+    active = manager.active.get(run_id)
+    if active is not None and active.user_key == user_key and active.task is not None:
+        if stream:  # its events already go to the first request; two readers would split them
+            raise HTTPException(409, f"run {run_id} is running; follow it at /v1/runs/{run_id}")
+        return await _outcome(active)
+    record = await manager.record(run_id, user_key)
+    if record is None or record["status"] == "running":
+        raise HTTPException(409, f"run_id {run_id} is taken")
+    # the stored record in the shape a run's answer has (RunResponse's fields)
+    return {
+        key: record[key]
+        for key in RunResponse.model_fields
+        if key in record and (record[key] is not None or key not in ("result", "reason"))
+    }
+
+
+async def _sse_once(final: dict[str, Any]) -> AsyncIterator[bytes]:
+    yield f"event: run.finished\ndata: {json.dumps(final, ensure_ascii=False)}\n\n".encode()
+
+
+async def _sse(manager: RunManager, run: ActiveRun) -> AsyncIterator[bytes]:
+    async for kind, data in manager.events(run):
+        payload = json.dumps(data, ensure_ascii=False, default=str)
+        yield f"event: {kind}\ndata: {payload}\n\n".encode()

@@ -1,0 +1,140 @@
+"""Our services as child processes on free ports, ready when their health URL answers.
+
+Tests and benchmarks start the real servers this way (over real sockets, not in-process).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+from .compose import REPO_ROOT
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_until(condition: Callable[[], bool], *, timeout: float, what: str) -> None:
+    """Poll `condition` until it holds; fail with `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    poll = threading.Event()
+    interval = 0.02
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        poll.wait(interval)
+        interval = min(interval * 1.5, 0.25)
+    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def http_ok(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=1.0).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+class ServiceProcess:
+    """A `python -m <module>` child process with its log captured to a file."""
+
+    def __init__(
+        self,
+        module_args: list[str],
+        env: Mapping[str, str],
+        log_path: Path,
+        *,
+        argv: list[str] | None = None,
+    ) -> None:
+        """`python -m <module_args>`, or any program given as `argv`."""
+        self.log_path = log_path
+        self._log = log_path.open("wb")
+        full_env = {**os.environ, **env, "PYTHONUNBUFFERED": "1"}
+        self.process = subprocess.Popen(
+            argv or [sys.executable, "-m", *module_args],
+            cwd=REPO_ROOT,
+            env=full_env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_ready(self, url: str, timeout: float = 30.0) -> None:
+        def ready() -> bool:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"process exited ({self.process.returncode}):\n{self.log()}")
+            return http_ok(url)
+
+        wait_until(ready, timeout=timeout, what=url)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._log.close()
+
+
+@contextmanager
+def running(
+    module_args: list[str],
+    env: Mapping[str, str],
+    log_path: Path,
+    ready_url: str,
+    *,
+    argv: list[str] | None = None,
+) -> Iterator[ServiceProcess]:
+    service = ServiceProcess(module_args, env, log_path, argv=argv)
+    try:
+        service.wait_ready(ready_url)
+        yield service
+    finally:
+        service.stop()
+
+
+def seed_database(db_url: str) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "mcp_server", "seed"],
+        cwd=REPO_ROOT,
+        env={**os.environ, "MCP_DATABASE_URL": db_url},
+        check=True,
+        capture_output=True,
+    )
+
+
+@contextmanager
+def mcp_server(workdir: Path, **env: str) -> Iterator[str]:
+    """A seeded `python -m mcp_server` on a free port; yields its base URL."""
+    port = free_port()
+    db_url = f"sqlite:///{workdir / f'leave-{port}.db'}"
+    seed_database(db_url)
+    settings = {"MCP_DATABASE_URL": db_url, "MCP_PORT": str(port), **env}
+    base = f"http://127.0.0.1:{port}"
+    with running(["mcp_server"], settings, workdir / f"mcp-{port}.log", f"{base}/readyz"):
+        yield base
+
+
+@contextmanager
+def model_simulator(workdir: Path, **env: str) -> Iterator[str]:
+    """`python -m modelsim` on a free port (SIM_* from keyword arguments); yields its base URL."""
+    port = free_port()
+    settings = {"SIM_PORT": str(port), **{f"SIM_{k.upper()}": v for k, v in env.items()}}
+    base = f"http://127.0.0.1:{port}"
+    with running(["modelsim"], settings, workdir / f"sim-{port}.log", f"{base}/health"):
+        yield base
