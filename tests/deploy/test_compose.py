@@ -143,7 +143,7 @@ def test_services_reach_each_other_by_the_names_and_ports_they_serve(gpu):
     assert services["vllm"]["command"][services["vllm"]["command"].index("--port") + 1] == "8000"
 
 
-# -- variables: compose ⇄ .env.example ⇄ README -------------------------------------------------
+# -- variables: compose ⇄ .env.example ⇄ the configuration page ---------------------------------
 
 
 def compose_variables() -> set[str]:
@@ -159,17 +159,18 @@ def example_variables() -> set[str]:
     }
 
 
-def readme_variables() -> set[str]:
-    readme = (REPO / "README.md").read_text()
-    return set(re.findall(r"^\| `([A-Z][A-Z0-9_]*)`", readme, re.MULTILINE))
+def configuration_page_variables() -> set[str]:
+    """The variables in the first column of docs/configuration.md's tables."""
+    page = (REPO / "docs" / "configuration.md").read_text()
+    return set(re.findall(r"^\| `([A-Z][A-Z0-9_]*)`", page, re.MULTILINE))
 
 
 def test_every_compose_variable_is_in_env_example_and_vice_versa():
     assert compose_variables() == example_variables()
 
 
-def test_every_env_example_variable_is_in_the_readme_table():
-    assert example_variables() - readme_variables() == set()
+def test_every_env_example_variable_is_in_the_configuration_table():
+    assert example_variables() - configuration_page_variables() == set()
 
 
 def test_every_env_example_entry_is_commented():
