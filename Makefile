@@ -74,7 +74,7 @@ bench-modelsim: $(SYNCED) ## benchmark simulator requests/s on one core (instant
 loop: $(SYNCED) ## serve the agent loop on :8080 (LOOP_* settings)
 	$(PY) -m loop
 
-# `make load LOAD_ARGS="--shape steps --steps 4"`: flags of `python -m loadtest` (README).
+# `make load LOAD_ARGS="--shape steps --steps 4"`: flags of `python -m loadtest` (docs/loadtest.md).
 LOAD_ARGS ?=
 .PHONY: load
 load: $(SYNCED) ## headless Locust load test on the local stack (results in var/loadtest/)

@@ -2,7 +2,7 @@
 the loop estimates what fits into the model's context with it (scaled by what the real model
 reports, see loop.context).
 
-Rules (documented in the README):
+Rules (documented in docs/simulator.md, "Token counting"):
 - every CJK ideograph, kana, hangul syllable or full-width punctuation mark is one token;
 - a run of ASCII letters is one token per started 4 characters ("leave" → 2, "id" → 1);
 - a run of digits is one token per started 3 digits ("2026" → 2);

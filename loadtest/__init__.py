@@ -1,1 +1,1 @@
-"""Load tests (Locust) and the self-host vs API cost calculator (README: "Load tests and cost")."""
+"""Load tests (Locust) and the self-host vs API cost calculator (docs/loadtest.md)."""

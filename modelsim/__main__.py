@@ -13,7 +13,7 @@ def main(argv: list[str] | None = None) -> int:
     argparse.ArgumentParser(
         prog="python -m modelsim",
         description="Serve the vLLM-compatible simulator. Settings come from SIM_* variables "
-        "(see the README's configuration table).",
+        "(see docs/configuration.md).",
     ).parse_args(argv)
     from .app import create_app
     from .settings import SimSettings

@@ -34,7 +34,7 @@ class Profile:
     kv_cache_tokens: int
 
 
-# A fine-tuned 8B dense model in bf16 on one H200 (see README, "Latency model"):
+# A fine-tuned 8B dense model in bf16 on one H200 (see docs/simulator.md, "Latency model"):
 # batch-1 decode ≈ 200–240 tok/s → ITL 4 ms; aggregate decode ≈ 7.6k tok/s at batch 32 and
 # ≈ 33k at 256 → per-stream ITL ≈ 4.2 ms and ≈ 7.8 ms → +0.015 ms per running request
 # (0.015 / 4.0 = 0.00375 per request); prefill ≈ 28k prompt tok/s → 0.035 ms per token;

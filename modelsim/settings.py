@@ -28,7 +28,7 @@ class SimSettings(BaseSettings):
     jitter: float = Field(0.0, ge=0, lt=1, description="± fraction applied to every delay.")
     seed: int | None = Field(None, description="Seed for the jitter; unset = unseeded.")
     validation: Literal["strict", "lenient"] = "strict"
-    fault: str = Field("", description="Fault injected into every request (see README).")
+    fault: str = Field("", description="Fault injected into every request (see docs/simulator.md).")
     fault_rate: float = Field(1.0, ge=0, le=1, description="Share of requests that get it.")
     stall_seconds: float = Field(30.0, ge=0)
     retry_after_seconds: int = Field(1, ge=0)
