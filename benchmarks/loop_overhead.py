@@ -20,6 +20,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +61,10 @@ def make_drafts(db_url: str, count: int) -> list[str]:
                 )
             )
             reasons.append(reason)
-        s.get(Balance, ("E001", "特休")).remaining_days += count
+        balance = s.get(Balance, ("E001", "特休"))
+        if balance is None:
+            raise RuntimeError("the seed data has no 特休 balance for E001")
+        balance.remaining_days += count
     database.dispose()
     return reasons
 
@@ -85,7 +89,10 @@ class TimedTools:
 
 
 async def measure(
-    label: str, runs: list[str], concurrency: int, one_run
+    label: str,
+    runs: list[str],
+    concurrency: int,
+    one_run: Callable[[str], Awaitable[object]],
 ) -> tuple[float, list[float]]:
     queue = list(runs)
     latencies: list[float] = []

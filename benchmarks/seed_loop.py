@@ -42,7 +42,7 @@ async def seed_loop(
             elicitation_callback=elicitation_callback,
         ) as session,
     ):
-        tools = [
+        tools: list[Any] = [  # OpenAI tool params, as plain dicts
             {
                 "type": "function",
                 "function": {
@@ -53,7 +53,7 @@ async def seed_loop(
             }
             for t in (await session.list_tools()).tools
         ]
-        messages: list[dict[str, Any]] = [
+        messages: list[Any] = [  # OpenAI message params, as plain dicts
             {"role": "system", "content": SYSTEM_PROMPT},
             {"role": "user", "content": request},
         ]
@@ -69,6 +69,8 @@ async def seed_loop(
                 run.answer = message.content or ""
                 return run
             for call in message.tool_calls:
+                if call.type != "function":  # custom (free-text) tools: never offered here
+                    continue
                 arguments = json.loads(call.function.arguments)
                 result = await session.call_tool(call.function.name, arguments)
                 text = "".join(getattr(c, "text", "") for c in result.content)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import socket
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any, Literal, TypeVar
 from urllib.parse import urlsplit
@@ -88,7 +88,7 @@ def first_line(error: BaseException) -> str:
     return (text[0] if text else type(error).__name__)[:300]
 
 
-def exit_on_startup_error(main: Any) -> Any:
+def exit_on_startup_error(main: Callable[..., int]) -> Callable[..., int]:
     """Decorates a `main() -> int`: a StartupError is printed as one line, exit status 2."""
 
     def wrapper(*args: Any, **kwargs: Any) -> int:

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from . import conversations
 from .results import write_summary
@@ -67,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     return status
 
 
-def _headline(summary: dict) -> list[dict]:
+def _headline(summary: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for step in summary["steps"]:
         model, agent = step["model"] or {}, step["agent"] or {}

@@ -64,7 +64,9 @@ class SseParser:
 class StreamingClient:
     """One keep-alive HTTP/1.1 connection to `base_url` (reconnects after an error)."""
 
-    def __init__(self, base_url: str, headers: dict[str, str] | None = None, timeout=600.0):
+    def __init__(
+        self, base_url: str, headers: dict[str, str] | None = None, timeout: float = 600.0
+    ) -> None:
         parts = urlsplit(base_url)
         self._host = parts.hostname or "127.0.0.1"
         self._port = parts.port or (443 if parts.scheme == "https" else 80)
@@ -156,7 +158,9 @@ def timed_chat(client: StreamingClient, body: dict[str, Any]) -> ChatSample:
     body = {**body, "stream": True, "stream_options": {"include_usage": True}}
     started, events = client.stream("/chat/completions", body)
     sample = ChatSample()
-    first = last = end = None
+    first: float | None = None
+    last = 0.0
+    end: float | None = None
     for event in events:  # read to the end of the body, so the connection can be reused
         if end is not None:
             continue

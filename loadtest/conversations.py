@@ -14,7 +14,7 @@ EMPLOYEE = "E001"  # demo-token-employee in the seed data
 
 async def _real_tools_and_search() -> tuple[list[dict[str, Any]], list[str]]:
     """The tool schemas and two real search_leaves results, from a seeded in-memory server."""
-    from loop.mcp_pool import ToolSpec
+    from loop.mcp_pool import tool_info
     from mcp_server.leaves import LeaveService
     from mcp_server.metrics import ServerMetrics
     from mcp_server.seed import seed
@@ -32,10 +32,7 @@ async def _real_tools_and_search() -> tuple[list[dict[str, Any]], list[str]]:
         ]
     finally:
         database.dispose()
-    tools = [
-        ToolSpec(t.name, t.description or "", dict(t.input_schema), False).openai_tool()
-        for t in listed
-    ]
+    tools = [tool_info(t).openai_tool() for t in listed]
     return tools, results
 
 

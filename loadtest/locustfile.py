@@ -45,7 +45,9 @@ def raw_log() -> RawLog:
     return _raw
 
 
-def _fire(user: User, kind: str, name: str, ms: float, tokens: int, error: Exception | None):
+def _fire(
+    user: User, kind: str, name: str, ms: float, tokens: int, error: Exception | None
+) -> None:
     user.environment.events.request.fire(
         request_type=kind,
         name=name,
@@ -180,7 +182,7 @@ class LoadShape(LoadTestShape):
         self.step_seconds = SETTINGS.step_seconds
         self.current = -1
 
-    def tick(self):
+    def tick(self) -> tuple[int, float] | None:
         run_time = self.get_run_time()
         if run_time >= SETTINGS.total_seconds():
             return None
@@ -198,6 +200,6 @@ class LoadShape(LoadTestShape):
 
 
 @events.quitting.add_listener
-def _close_raw_log(environment, **_kwargs) -> None:
+def _close_raw_log(environment: Any, **_kwargs: Any) -> None:
     if _raw is not None:
         _raw.close()

@@ -27,7 +27,7 @@ class RejectedTokens:
             self._until.popitem(last=False)
 
     def __contains__(self, token_hash: object) -> bool:
-        until = self._until.get(token_hash)  # type: ignore[arg-type]
+        until = self._until.get(token_hash) if isinstance(token_hash, str) else None
         if until is None:
             return False
         if until < time.monotonic():

@@ -23,8 +23,9 @@ from typing import Any
 
 import httpx2
 from mcp import Client, MCPError
+from mcp.client import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import ElicitResult
+from mcp.types import ElicitRequestParams, ElicitResult, Tool
 
 from .engine import ToolInfo, ToolResult
 
@@ -56,6 +57,18 @@ class McpUnauthorized(Exception):
 
 class McpUnavailable(Exception):
     """The MCP server could not be reached or the connection broke."""
+
+
+def tool_info(tool: Tool) -> ToolInfo:
+    """An MCP tool as the loop offers it to the model."""
+    annotations = tool.annotations
+    return ToolInfo(
+        tool.name,
+        tool.description or "",
+        {k: v for k, v in tool.input_schema.items() if k != "title"},
+        needs_confirmation=bool(annotations and annotations.destructive_hint),
+        read_only=bool(annotations and annotations.read_only_hint),
+    )
 
 
 class McpConnection:
@@ -149,16 +162,7 @@ class McpConnection:
         if self._tools is None:
             client = self._require()
             listed = await asyncio.wait_for(client.list_tools(), self._read_timeout)
-            self._tools = [
-                ToolInfo(
-                    t.name,
-                    t.description or "",
-                    {k: v for k, v in t.input_schema.items() if k != "title"},
-                    needs_confirmation=bool(t.annotations and t.annotations.destructive_hint),
-                    read_only=bool(t.annotations and t.annotations.read_only_hint),
-                )
-                for t in listed.tools
-            ]
+            self._tools = [tool_info(t) for t in listed.tools]
         return self._tools
 
     async def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
@@ -183,7 +187,9 @@ class McpConnection:
             raise McpUnavailable(f"MCP connection is closed: {_describe(self._error)}")
         return self._client
 
-    async def _on_elicit(self, _context: Any, params: Any) -> ElicitResult:
+    async def _on_elicit(
+        self, context: ClientRequestContext, params: ElicitRequestParams
+    ) -> ElicitResult:
         handler = current_confirm_handler.get()
         if handler is None:  # no run to ask: never confirm a destructive action by default
             return ElicitResult(action="decline")

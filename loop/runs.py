@@ -14,6 +14,8 @@ from typing import Any
 import anyio.to_thread
 from mcp.types import ElicitResult
 
+from common.sqlite import utcnow
+
 from .engine import (
     AgentLoop,
     LoopConfig,
@@ -26,7 +28,7 @@ from .engine import (
 )
 from .mcp_pool import McpConnection, McpPool, McpUnavailable, current_confirm_handler, token_key
 from .metrics import LoopMetrics
-from .store import RunRecord, RunStore, utcnow
+from .store import RunRecord, RunStore
 from .tracing import log_run
 
 logger = logging.getLogger(__name__)

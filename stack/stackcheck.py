@@ -59,7 +59,8 @@ class Stack:
 def _json_lines(text: str) -> list[dict[str, Any]]:
     text = text.strip()
     if text.startswith("["):  # older Compose versions print one array
-        return json.loads(text)
+        listed: list[dict[str, Any]] = json.loads(text)
+        return listed
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 

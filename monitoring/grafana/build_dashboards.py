@@ -403,9 +403,9 @@ def _panel(spec: Panel, position: tuple[int, int]) -> Any:
                 )
             ]
         )
-        if spec.kind == "stat":
+        if isinstance(builder, stat.Panel):
             builder = builder.color_mode(BigValueColorMode.BACKGROUND)
-    if spec.kind == "stat":
+    if isinstance(builder, stat.Panel):
         builder = builder.reduce_options(common.ReduceDataOptions().calcs(["lastNotNull"]))
     return builder
 
@@ -435,7 +435,8 @@ def build(board: Board) -> dict[str, Any]:
             x, y = 0, y + 8
         builder = builder.with_panel(_panel(spec, (x, y)))
         x += spec.width
-    return json.loads(json.dumps(builder.build(), cls=JSONEncoder))
+    built: dict[str, Any] = json.loads(json.dumps(builder.build(), cls=JSONEncoder))
+    return built
 
 
 def render(board: Board) -> str:
