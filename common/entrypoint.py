@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BeforeValidator, ValidationError
-from pydantic_settings import BaseSettings
+from pydantic_settings import BaseSettings, NoDecode
 
 SettingsT = TypeVar("SettingsT", bound=BaseSettings)
 CONFIGURATION_ERROR = 2
@@ -24,6 +24,12 @@ CONFIGURATION_ERROR = 2
 
 def _lower(value: object) -> object:
     return value.lower() if isinstance(value, str) else value
+
+
+def _split_commas(value: object) -> object:
+    if isinstance(value, str):
+        return [item.strip() for item in value.split(",") if item.strip()]
+    return value
 
 
 def _http_url(value: str) -> str:
@@ -49,6 +55,8 @@ LogLevel = Annotated[
     Literal["debug", "info", "warning", "error", "critical"], BeforeValidator(_lower)
 ]
 HttpUrl = Annotated[str, AfterValidator(_http_url)]
+# "a, b,c" from the environment; NoDecode: pydantic-settings would otherwise expect JSON.
+CommaList = Annotated[list[str], NoDecode, BeforeValidator(_split_commas)]
 DatabaseUrl = Annotated[str, AfterValidator(_database_url)]
 
 

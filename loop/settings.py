@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from pydantic import Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
-
-from common.entrypoint import DatabaseUrl, HttpUrl, LogLevel
+from common.entrypoint import CommaList, DatabaseUrl, HttpUrl, LogLevel
 
 from .engine import SYSTEM_PROMPT
 
@@ -23,7 +21,7 @@ class LoopSettings(BaseSettings):
     mcp_url: HttpUrl = "http://127.0.0.1:8090/mcp"
     max_turns: int = Field(8, ge=1, le=64)
     system_prompt: str = SYSTEM_PROMPT
-    stop_tools: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    stop_tools: CommaList = Field(default_factory=list)
     temperature: float = Field(0.0, ge=0, le=2)
     max_tokens: int | None = Field(None, ge=1)
     model_context_tokens: int | None = Field(
@@ -51,10 +49,3 @@ class LoopSettings(BaseSettings):
     )
     auth_failure_window_seconds: float = Field(60.0, gt=0)
     log_level: LogLevel = "info"
-
-    @field_validator("stop_tools", mode="before")
-    @classmethod
-    def _split_commas(cls, value: object) -> object:
-        if isinstance(value, str):
-            return [item.strip() for item in value.split(",") if item.strip()]
-        return value

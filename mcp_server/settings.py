@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from common.entrypoint import DatabaseUrl, HttpUrl, LogLevel
+from common.entrypoint import CommaList, DatabaseUrl, HttpUrl, LogLevel
 
 # Placeholders shipped in examples; a production server refuses to start with any of them.
 KNOWN_DEFAULT_SECRETS = frozenset({"dev-elicitation-state-key-not-for-production-use-000000"})
@@ -25,10 +25,10 @@ class ServerSettings(BaseSettings):
     env: Literal["development", "production"] = "development"
     language: Literal["zh-TW", "en"] = Field("zh-TW", description="Language of tool messages.")
     # Host headers the DNS-rebinding guard accepts; add the compose service name or proxy host.
-    allowed_hosts: Annotated[list[str], NoDecode] = Field(
+    allowed_hosts: CommaList = Field(
         default_factory=lambda: list(LOOPBACK_HOSTS), description="Comma-separated."
     )
-    allowed_origins: Annotated[list[str], NoDecode] = Field(
+    allowed_origins: CommaList = Field(
         default_factory=lambda: list(LOOPBACK_ORIGINS), description="Comma-separated."
     )
     # Seals elicitation state between rounds; share it across workers/replicas.
@@ -42,13 +42,6 @@ class ServerSettings(BaseSettings):
         None, description="Externally visible base URL, used in auth metadata."
     )
     log_level: LogLevel = "info"
-
-    @field_validator("allowed_hosts", "allowed_origins", mode="before")
-    @classmethod
-    def _split_commas(cls, value: object) -> object:
-        if isinstance(value, str):
-            return [item.strip() for item in value.split(",") if item.strip()]
-        return value
 
     @model_validator(mode="after")
     def _refuse_unsafe_production(self) -> ServerSettings:
