@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import create_engine, event
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import Connection, Engine, make_url
 
 
 def create_engine_for(url: str) -> Engine:
@@ -24,7 +25,7 @@ def create_engine_for(url: str) -> Engine:
     )
 
     @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         # Let SQLAlchemy emit BEGIN itself (the pysqlite driver's implicit BEGIN is deferred,
         # and a deferred reader that later writes fails with SQLITE_BUSY instead of waiting).
         dbapi_connection.isolation_level = None
@@ -38,7 +39,7 @@ def create_engine_for(url: str) -> Engine:
         cursor.close()
 
     @event.listens_for(engine, "begin")
-    def _on_begin(connection) -> None:  # type: ignore[no-untyped-def]
+    def _on_begin(connection: Connection) -> None:
         # Writers take the write lock up front so concurrent writers queue instead of failing.
         mode = connection.get_execution_options().get("sqlite_begin", "")
         connection.exec_driver_sql(f"BEGIN {mode}".strip())

@@ -27,11 +27,13 @@ class RejectedTokens:
             self._until.popitem(last=False)
 
     def __contains__(self, token_hash: object) -> bool:
-        until = self._until.get(token_hash) if isinstance(token_hash, str) else None
+        if not isinstance(token_hash, str):
+            return False
+        until = self._until.get(token_hash)
         if until is None:
             return False
         if until < time.monotonic():
-            del self._until[token_hash]  # type: ignore[arg-type]
+            del self._until[token_hash]
             return False
         return True
 

@@ -18,6 +18,8 @@ from common.sqlite import utcnow
 
 from .engine import (
     AgentLoop,
+    Checkpoint,
+    Emit,
     LoopConfig,
     Model,
     RunResult,
@@ -321,7 +323,7 @@ class RunManager:
         for kind in result.detections:
             metrics.detections.labels(kind).inc()
 
-    def _checkpointer(self, run: ActiveRun):  # type: ignore[no-untyped-def]
+    def _checkpointer(self, run: ActiveRun) -> Checkpoint:
         """Saves the run's steps as they happen, one save at a time, each with the newest."""
         saving = asyncio.Lock()
 
@@ -334,7 +336,7 @@ class RunManager:
 
         return checkpoint
 
-    def _observer(self, run: ActiveRun):  # type: ignore[no-untyped-def]
+    def _observer(self, run: ActiveRun) -> Emit:
         metrics = self.metrics
 
         async def observe(kind: str, data: dict[str, Any]) -> None:
