@@ -45,6 +45,7 @@ def problems(*, sim: bool, env_file: Path = ENV_FILE) -> list[str]:
         return found
     if not sim:
         found += _model_problems(project)
+        found += _tool_parser_problems(project)
     found += _port_problems(project)
     return found
 
@@ -87,6 +88,21 @@ def _model_problems(project: dict[str, Any]) -> list[str]:
         local = source / model.removeprefix("/models/")
         if not (local / "config.json").exists():
             return [f"VLLM_MODEL {model} has no config.json at {local} (merged weights expected)"]
+    return []
+
+
+def _tool_parser_problems(project: dict[str, Any]) -> list[str]:
+    vllm = project["services"]["vllm"]
+    command: list[str] = vllm["command"]
+    if "--tool-parser-plugin" not in command:
+        return []
+    plugin = command[command.index("--tool-parser-plugin") + 1]
+    mounts = [v for v in vllm.get("volumes", []) if v.get("target") == "/tool-parsers"]
+    if not mounts or not plugin.startswith("/tool-parsers/"):
+        return [f"the tool-parser plugin {plugin} is not in the mounted /tool-parsers folder"]
+    local = Path(mounts[0]["source"]) / plugin.removeprefix("/tool-parsers/")
+    if not local.is_file():
+        return [f"VLLM_TOOL_PARSER_PLUGIN: no file {local} on this host"]
     return []
 
 

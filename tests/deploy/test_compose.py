@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shlex
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -118,7 +119,9 @@ def test_vllm_gets_a_gpu_shared_memory_caches_and_no_published_port(gpu):
     assert devices == [{"driver": "nvidia", "count": 1, "capabilities": ["gpu"]}]
     assert vllm["ipc"] == "host"
     targets = {v["target"] for v in vllm["volumes"]}
-    assert targets == {"/models", "/root/.cache/huggingface", "/root/.cache/vllm"}
+    assert targets == {"/models", "/tool-parsers", "/root/.cache/huggingface", "/root/.cache/vllm"}
+    read_only = {v["target"] for v in vllm["volumes"] if v.get("read_only")}
+    assert read_only == {"/models", "/tool-parsers"}
     assert "ports" not in vllm
     assert set(vllm["networks"]) == {"backend"}
     assert gpu["networks"]["backend"]["internal"] is True
@@ -208,6 +211,27 @@ def test_vllm_command_uses_only_flags_of_the_pinned_version(extra):
     assert not command[0].startswith("--"), "the model is positional and comes first"
     if extra:
         assert shlex.split(extra) == command[-len(shlex.split(extra)) :]
+
+
+def test_a_tool_parser_plugin_is_passed_only_when_set():
+    import os
+
+    plugin = {"VLLM_TOOL_PARSER_PLUGIN": "json_tool_calls.py"}
+    with_plugin = compose.config(
+        sim=False, environ={**os.environ, **plugin, "VLLM_TOOL_CALL_PARSER": "json_tool_calls"}
+    )
+    command = with_plugin["services"]["vllm"]["command"]
+    flags, _ = recorded_flags()
+    assert "--tool-parser-plugin" in flags
+    at = command.index("--tool-parser-plugin")
+    assert command[at + 1] == "/tool-parsers/json_tool_calls.py"
+    assert command[command.index("--tool-call-parser") + 1] == "json_tool_calls"
+    mount = next(
+        v for v in with_plugin["services"]["vllm"]["volumes"] if v["target"] == "/tool-parsers"
+    )
+    assert (Path(mount["source"]) / "json_tool_calls.py").is_file()
+    without = compose.config(sim=False)["services"]["vllm"]["command"]
+    assert "--tool-parser-plugin" not in without
 
 
 def test_vllm_command_parses_with_vllms_own_parser_when_installed():

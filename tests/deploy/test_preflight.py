@@ -90,6 +90,19 @@ def test_everything_present(path_with, tmp_path):
     assert problems(sim=False, env_file=env) == []
 
 
+def test_a_tool_parser_plugin_must_be_a_file_in_the_mounted_folder(path_with, tmp_path):
+    fake_docker(path_with, compose_ok=True, info='{"nvidia":{"path":"nvidia-container-runtime"}}')
+    (tmp_path / "models" / "leave-copilot").mkdir(parents=True)
+    (tmp_path / "models" / "leave-copilot" / "config.json").write_text("{}")
+    env = tmp_path / ".env"
+    settings = {"MODEL_DIR": str(tmp_path / "models"), "VLLM_TOOL_CALL_PARSER": "json_tool_calls"}
+    env.write_text(example_env(**settings, VLLM_TOOL_PARSER_PLUGIN="json_tool_calls.py"))
+    assert problems(sim=False, env_file=env) == []  # the plugin shipped in deploy/tool-parsers
+    env.write_text(example_env(**settings, VLLM_TOOL_PARSER_PLUGIN="missing.py"))
+    [problem] = problems(sim=False, env_file=env)
+    assert problem.startswith("VLLM_TOOL_PARSER_PLUGIN: no file") and "missing.py" in problem
+
+
 def test_a_published_port_held_by_another_program_is_named(path_with, tmp_path):
     fake_docker(path_with, compose_ok=True, info="{}")
     with socket.socket() as holder:
