@@ -12,20 +12,9 @@ from common import tokens
 
 from . import policy
 from .errors import ApiError
+from .faults import FAULTS
 from .request import ChatRequest
 
-# Request-level faults answer before any generation; output faults rewrite what is generated.
-REQUEST_FAULTS = {"http_500", "http_429", "stall"}
-OUTPUT_FAULTS = {
-    "malformed_arguments",
-    "unknown_tool",
-    "tool_call_as_text",
-    "guessed_id",
-    "skip_step",
-    "endless_tool_calls",
-    "parallel_tool_calls",
-}
-FAULTS = REQUEST_FAULTS | OUTPUT_FAULTS
 UNKNOWN_TOOL_NAME = "delete_all_leaves"
 GUESSED_ID = "LV-123456"
 
