@@ -25,6 +25,8 @@ from mcp.server.mcpserver import (
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
+from common.contract import LeaveStatus, ToolName
+
 from .auth import current_employee_id
 from .leaves import MAX_KEYWORD_CHARS, MAX_KEYWORD_WORDS, LeaveService
 from .messages import CONFIRM_QUESTION, Refusal
@@ -97,8 +99,8 @@ def build_server(
         request_state_security=security,
         lifespan=lambda _server: nullcontext(context),
     )
-    for tool, annotations, description in TOOLS:
-        server.add_tool(tool, annotations=annotations, description=description)
+    for name, tool, annotations, description in TOOLS:
+        server.add_tool(tool, name=name, annotations=annotations, description=description)
     return server
 
 
@@ -196,7 +198,7 @@ async def search_leaves(
     context = tool_context(ctx)
     return await run(
         context,
-        "search_leaves",
+        ToolName.SEARCH_LEAVES,
         lambda: _search(context.service, actor(), keyword, status),
     )
 
@@ -206,7 +208,7 @@ GET_LEAVE_BALANCE_DESCRIPTION = "Your remaining leave days (and hours) for each 
 
 async def get_leave_balance(ctx: Context) -> Annotated[CallToolResult, BalanceResult]:
     context = tool_context(ctx)
-    return await run(context, "get_leave_balance", lambda: context.service.balance(actor()))
+    return await run(context, ToolName.GET_LEAVE_BALANCE, lambda: context.service.balance(actor()))
 
 
 CREATE_LEAVE_DESCRIPTION = (
@@ -227,7 +229,7 @@ async def create_leave(
     context = tool_context(ctx)
     return await run(
         context,
-        "create_leave",
+        ToolName.CREATE_LEAVE,
         lambda: context.service.create(actor(), leave_type, start_date, end_date, reason),
     )
 
@@ -260,7 +262,7 @@ async def update_leave_status(
             leave_id=view.leave_id, from_status=old, to_status=view.status, leave=view
         )
 
-    return await run(context, "update_leave_status", work)
+    return await run(context, ToolName.UPDATE_LEAVE_STATUS, work)
 
 
 async def ask_to_cancel(leave_id: str, ctx: Context) -> Elicit[CancelConfirmation] | _Refused:
@@ -278,7 +280,7 @@ async def ask_to_cancel(leave_id: str, ctx: Context) -> Elicit[CancelConfirmatio
     if not ctx.input_responses:
         await anyio.to_thread.run_sync(
             lambda: context.service.confirmation_asked(
-                employee_id, view.leave_id, "cancel_approved_leave"
+                employee_id, view.leave_id, ToolName.CANCEL_APPROVED_LEAVE
             )
         )
     question = CONFIRM_QUESTION[context.language].format(**view.model_dump())
@@ -301,7 +303,7 @@ async def cancel_approved_leave(
     confirmation: Annotated[ElicitationResult[CancelConfirmation], Resolve(ask_to_cancel)],
 ) -> Annotated[CallToolResult, CancelResult]:
     context = tool_context(ctx)
-    tool = "cancel_approved_leave"
+    tool = ToolName.CANCEL_APPROVED_LEAVE
     if isinstance(confirmation, AcceptedElicitation) and isinstance(confirmation.data, _Refused):
         return refused(context, tool, confirmation.data.refusal)
     accepted = (
@@ -323,7 +325,7 @@ async def cancel_approved_leave(
         view = context.service.cancel_approved(actor(), leave_id)
         return CancelResult(
             leave_id=view.leave_id,
-            from_status="approved",
+            from_status=LeaveStatus.APPROVED,
             to_status=view.status,
             restored_days=view.days,
             leave=view,
@@ -334,13 +336,19 @@ async def cancel_approved_leave(
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True)
 WRITE = ToolAnnotations(destructive_hint=False, idempotent_hint=False)
-# (tool, annotations, description), in the order tools/list publishes them
-TOOLS: tuple[tuple[Callable[..., Any], ToolAnnotations, str], ...] = (
-    (search_leaves, READ_ONLY, SEARCH_LEAVES_DESCRIPTION),
-    (get_leave_balance, READ_ONLY, GET_LEAVE_BALANCE_DESCRIPTION),
-    (create_leave, WRITE, CREATE_LEAVE_DESCRIPTION),
-    (update_leave_status, WRITE, UPDATE_LEAVE_STATUS_DESCRIPTION),
+# (name, tool, annotations, description), in the order tools/list publishes them
+TOOLS: tuple[tuple[ToolName, Callable[..., Any], ToolAnnotations, str], ...] = (
+    (ToolName.SEARCH_LEAVES, search_leaves, READ_ONLY, SEARCH_LEAVES_DESCRIPTION),
+    (ToolName.GET_LEAVE_BALANCE, get_leave_balance, READ_ONLY, GET_LEAVE_BALANCE_DESCRIPTION),
+    (ToolName.CREATE_LEAVE, create_leave, WRITE, CREATE_LEAVE_DESCRIPTION),
     (
+        ToolName.UPDATE_LEAVE_STATUS,
+        update_leave_status,
+        WRITE,
+        UPDATE_LEAVE_STATUS_DESCRIPTION,
+    ),
+    (
+        ToolName.CANCEL_APPROVED_LEAVE,
         cancel_approved_leave,
         ToolAnnotations(destructive_hint=True, idempotent_hint=False),
         CANCEL_APPROVED_LEAVE_DESCRIPTION,
