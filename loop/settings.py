@@ -7,9 +7,8 @@ from typing import Annotated
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from common.contract import SYSTEM_PROMPT
 from common.entrypoint import DatabaseUrl, HttpUrl, LogLevel
-
-from .engine import SYSTEM_PROMPT
 
 
 class LoopSettings(BaseSettings):
