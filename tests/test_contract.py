@@ -207,6 +207,7 @@ def test_the_simulator_reads_a_tool_error_as_the_loop_writes_it():
         ("M001", "駁回牙齒矯正回診的假", "牙齒矯正回診", "submitted", "rejected"),
         ("E001", "取消表妹婚禮那張假", "回台南參加表妹婚禮", "approved", "cancelled"),
     ],
+    ids=["submit", "approve", "reject", "cancel"],
 )
 async def test_every_step_the_simulator_takes_is_one_the_server_allows(
     server, service, database, employee_id, request_text, reason, before, after
