@@ -69,6 +69,7 @@ class ToolContext:
 
 
 def tool_context(ctx: Context) -> ToolContext:
+    """The ToolContext build_server's lifespan yields (entered once per served app or client)."""
     return ctx.request_context.lifespan_context
 
 
