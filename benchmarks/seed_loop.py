@@ -15,7 +15,8 @@ import openai
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from loop.engine import ERROR_PREFIX, MAX_TURNS_ANSWER, SYSTEM_PROMPT
+from common.contract import SYSTEM_PROMPT, TOOL_ERROR_PREFIX
+from loop.engine import MAX_TURNS_ANSWER
 
 
 @dataclass
@@ -75,7 +76,7 @@ async def seed_loop(
                 result = await session.call_tool(call.function.name, arguments)
                 text = "".join(getattr(c, "text", "") for c in result.content)
                 if result.is_error:
-                    text = f"{ERROR_PREFIX} {text}"
+                    text = f"{TOOL_ERROR_PREFIX} {text}"
                 run.steps.append((call.function.name, arguments, text))
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": text})
         run.answer = MAX_TURNS_ANSWER

@@ -51,7 +51,7 @@ def _call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
 
 
 def build() -> dict[str, Any]:
-    from loop.engine import SYSTEM_PROMPT
+    from common.contract import SYSTEM_PROMPT
 
     tools, (one_leave, all_leaves) = asyncio.run(_real_tools_and_search())
     system = {"role": "system", "content": SYSTEM_PROMPT}

@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
+from common.contract import SYSTEM_PROMPT, TOOL_ERROR_PREFIX
+
 from . import toolcall_text, verify
 from .context import (
     CONTEXT_OVERFLOW_ANSWER,
@@ -26,11 +28,6 @@ from .context import (
     estimate,
 )
 
-SYSTEM_PROMPT = (
-    "你是差勤助手。更新假單前必須先查詢取得真實 ID；"
-    "假單狀態只能逐級推進；使用者拒絕後不得改用其他工具達成。"
-)
-ERROR_PREFIX = "[工具執行失敗]"
 MAX_TURNS_ANSWER = "已達最大輪次上限，未能完成任務。"
 UNAVAILABLE_ANSWER = "差勤系統暫時無法連線，這次的請求沒有完成，請稍後再試。"
 UNKNOWN_OUTCOME_ANSWER = (
@@ -259,10 +256,10 @@ class AgentLoop:
         except ModelError as error:
             return state.result(RunStatus.FAILED, "", reason=f"model_error: {error}")
         except asyncio.CancelledError:
-            state.answer_pending_calls(f"{ERROR_PREFIX} 已取消")
+            state.answer_pending_calls(f"{TOOL_ERROR_PREFIX} 已取消")
             return state.result(RunStatus.CANCELLED, "", reason="cancelled")
         except Exception as error:  # an MCP server that is down when the run starts
-            state.answer_pending_calls(f"{ERROR_PREFIX} {type(error).__name__}")
+            state.answer_pending_calls(f"{TOOL_ERROR_PREFIX} {type(error).__name__}")
             return state.result(RunStatus.FAILED, "", reason=f"{type(error).__name__}: {error}")
 
     async def _call_model(
@@ -393,11 +390,14 @@ class AgentLoop:
             "tool.started", {"tool_call_id": call["id"], "name": name, "arguments": step.arguments}
         )
         if parse_error is not None:
-            text = f"{ERROR_PREFIX} 參數不是有效的 JSON（{parse_error}），請修正後重新呼叫 {name}。"
+            text = (
+                f"{TOOL_ERROR_PREFIX} 參數不是有效的 JSON（{parse_error}），"
+                f"請修正後重新呼叫 {name}。"
+            )
             step.error = "invalid_arguments"
         elif name not in catalogue:
             available = "、".join(catalogue)
-            text = f"{ERROR_PREFIX} 沒有名為 {name} 的工具。可用的工具：{available}。"
+            text = f"{TOOL_ERROR_PREFIX} 沒有名為 {name} 的工具。可用的工具：{available}。"
             step.error = "unknown_tool"
         else:
             info = catalogue[name]
@@ -409,7 +409,7 @@ class AgentLoop:
                 result = await asyncio.wait_for(tools.call(name, arguments), timeout)
             except TimeoutError:
                 if info.read_only:
-                    text = f"{ERROR_PREFIX} 工具 {name} 逾時（{timeout:g} 秒），請稍後再試。"
+                    text = f"{TOOL_ERROR_PREFIX} 工具 {name} 逾時（{timeout:g} 秒），請稍後再試。"
                     step.error = "timeout"
                 else:  # it may still be applied: find out, never call it "not done"
                     state.close(step, error="timeout_outcome_unknown")
@@ -420,24 +420,25 @@ class AgentLoop:
                     else:
                         state.unknown.append((name, arguments, timeout, verified))
                         text = (
-                            f"{ERROR_PREFIX} 工具 {name} 逾時（{timeout:g} 秒），無法確認變更是否"
-                            f"已經生效：剛查詢時{verified.seen}，但變更仍可能稍後才生效。請勿重做。"
+                            f"{TOOL_ERROR_PREFIX} 工具 {name} 逾時（{timeout:g} 秒），"
+                            f"無法確認變更是否已經生效：剛查詢時{verified.seen}，"
+                            "但變更仍可能稍後才生效。請勿重做。"
                         )
             except asyncio.CancelledError:
                 step.error = "cancelled"
                 state.close(step)
                 raise
             except ToolsUnavailable as error:
-                text = f"{ERROR_PREFIX} 差勤系統暫時無法連線，工具 {name} 沒有回應。"
+                text = f"{TOOL_ERROR_PREFIX} 差勤系統暫時無法連線，工具 {name} 沒有回應。"
                 step.error = f"unavailable: {error}"
                 state.unreachable.append((name, error))
             except Exception as error:  # a tool failure is the model's to read, not a crash
-                text = f"{ERROR_PREFIX} 工具 {name} 暫時無法使用（{type(error).__name__}）。"
+                text = f"{TOOL_ERROR_PREFIX} 工具 {name} 暫時無法使用（{type(error).__name__}）。"
                 step.error = f"{type(error).__name__}: {error}"
             else:
                 step.result = result.structured if result.structured is not None else result.text
                 text = (
-                    f"{ERROR_PREFIX} {result.text}"
+                    f"{TOOL_ERROR_PREFIX} {result.text}"
                     if result.is_error
                     else cap_tool_result(
                         result.text, result.structured, self.config.tool_result_max_tokens

@@ -5,9 +5,8 @@ from __future__ import annotations
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from common.contract import SYSTEM_PROMPT
 from common.entrypoint import CommaList, DatabaseUrl, HttpUrl, LogLevel
-
-from .engine import SYSTEM_PROMPT
 
 
 class LoopSettings(BaseSettings):

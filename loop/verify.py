@@ -11,11 +11,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-CHECK_TOOL = "search_leaves"
+from common.contract import LeaveStatus, ToolName
+
+CHECK_TOOL = ToolName.SEARCH_LEAVES
 # The status each write leaves behind when it is applied.
 TARGET_STATUS: dict[str, Callable[[dict[str, Any]], Any]] = {
-    "update_leave_status": lambda arguments: arguments.get("status"),
-    "cancel_approved_leave": lambda _arguments: "cancelled",
+    ToolName.UPDATE_LEAVE_STATUS: lambda arguments: arguments.get("status"),
+    ToolName.CANCEL_APPROVED_LEAVE: lambda _arguments: LeaveStatus.CANCELLED,
 }
 
 

@@ -14,6 +14,15 @@ import secrets
 from sqlalchemy import ColumnElement, String, cast, or_, select, update
 from sqlalchemy.orm import Session
 
+from common.contract import (
+    LEAVE_TYPE_BY_NAME,
+    LEAVE_TYPES,
+    NEXT_STATUSES,
+    LeaveStatus,
+    ToolName,
+    canonical_leave_type,
+)
+
 from .messages import Refusal
 from .schemas import BalanceLine, BalanceResult, LeaveView
 from .storage import (
@@ -34,20 +43,9 @@ MAX_SEARCH_RESULTS = 20
 MAX_KEYWORD_CHARS = 100
 MAX_KEYWORD_WORDS = 8
 
-# canonical type -> aliases a model or a person may use
-LEAVE_TYPES: dict[str, tuple[str, ...]] = {
-    "特休": ("annual", "特別休假", "年假", "vacation"),
-    "病假": ("sick",),
-    "事假": ("personal",),
-    "補休": ("compensatory", "comp"),
-}
-_TYPE_LOOKUP = {
-    alias.casefold(): canonical
-    for canonical, aliases in LEAVE_TYPES.items()
-    for alias in (canonical, *aliases)
-}
-UPDATABLE_STATUSES = ("submitted", "approved", "rejected")
-ALL_STATUSES = ("draft", "submitted", "approved", "rejected", "cancelled")
+# What update_leave_status may set: every status some one-step move leads to.
+UPDATABLE_STATUSES = frozenset(s for steps in NEXT_STATUSES.values() for s in steps)
+ALL_STATUSES = tuple(LeaveStatus)
 
 
 def hash_token(token: str) -> str:
@@ -56,10 +54,6 @@ def hash_token(token: str) -> str:
 
 def new_leave_id() -> str:
     return f"LV-{secrets.token_hex(3)}"
-
-
-def canonical_leave_type(value: str) -> str | None:
-    return _TYPE_LOOKUP.get(value.strip().casefold())
 
 
 def working_days(start: dt.date, end: dt.date) -> int:
@@ -77,7 +71,7 @@ def _matches(term: str) -> ColumnElement[bool]:
         cast(Leave.start_date, String).contains(term, autoescape=True),
         cast(Leave.end_date, String).contains(term, autoescape=True),
     ]
-    aliased_types = [c for alias, c in _TYPE_LOOKUP.items() if term.casefold() in alias]
+    aliased_types = [c for name, c in LEAVE_TYPE_BY_NAME.items() if term.casefold() in name]
     if aliased_types:
         conditions.append(Leave.leave_type.in_(aliased_types))
     return or_(*conditions)
@@ -184,7 +178,7 @@ class LeaveService:
             clash = s.scalars(
                 select(Leave).where(
                     Leave.employee_id == actor.id,
-                    Leave.status.not_in(("cancelled", "rejected")),
+                    Leave.status.not_in((LeaveStatus.CANCELLED, LeaveStatus.REJECTED)),
                     Leave.start_date <= end,
                     Leave.end_date >= start,
                 )
@@ -207,11 +201,21 @@ class LeaveService:
                 start_date=start,
                 end_date=end,
                 days=float(days),
-                status="draft",
+                status=LeaveStatus.DRAFT,
                 reason=reason,
             )
             s.add(leave)
-            s.add(self._audit(leave_id, actor.id, "create_leave", None, "draft", None, "applied"))
+            s.add(
+                self._audit(
+                    leave_id,
+                    actor.id,
+                    ToolName.CREATE_LEAVE,
+                    None,
+                    LeaveStatus.DRAFT,
+                    None,
+                    "applied",
+                )
+            )
             s.flush()
             return self._view(leave, actor, actor)
 
@@ -223,18 +227,24 @@ class LeaveService:
             leave, owner = self._visible(s, actor, leave_id)
             current = leave.status
             if requested not in UPDATABLE_STATUSES:
-                if current == "approved":
+                if current == LeaveStatus.APPROVED:
                     raise Refusal("use_cancel_tool", leave_id=leave.id, current=current)
                 raise Refusal("invalid_status", requested=requested)
             allowed = self._next_steps(leave, owner, actor)
             if requested not in allowed:
                 self._refuse_step(leave, owner, actor, requested, allowed)
-            if requested == "approved":
+            if requested == LeaveStatus.APPROVED:
                 self._deduct(s, leave)
             self._compare_and_set(s, leave, current, requested)
             s.add(
                 self._audit(
-                    leave.id, actor.id, "update_leave_status", current, requested, None, "applied"
+                    leave.id,
+                    actor.id,
+                    ToolName.UPDATE_LEAVE_STATUS,
+                    current,
+                    requested,
+                    None,
+                    "applied",
                 )
             )
             return current, self._view(leave, owner, actor)
@@ -260,8 +270,8 @@ class LeaveService:
             actor = self._employee(s, actor_id)
             leave, owner = self._visible(s, actor, leave_id)
             self._require_cancellable(leave, actor)
-            self._settle_confirmation(s, actor.id, leave.id, "cancel_approved_leave")
-            self._compare_and_set(s, leave, "approved", "cancelled")
+            self._settle_confirmation(s, actor.id, leave.id, ToolName.CANCEL_APPROVED_LEAVE)
+            self._compare_and_set(s, leave, LeaveStatus.APPROVED, LeaveStatus.CANCELLED)
             s.execute(
                 update(Balance)
                 .where(
@@ -273,9 +283,9 @@ class LeaveService:
                 self._audit(
                     leave.id,
                     actor.id,
-                    "cancel_approved_leave",
-                    "approved",
-                    "cancelled",
+                    ToolName.CANCEL_APPROVED_LEAVE,
+                    LeaveStatus.APPROVED,
+                    LeaveStatus.CANCELLED,
                     "accepted",
                     "applied",
                 )
@@ -286,14 +296,14 @@ class LeaveService:
         """Audit an answered confirmation that changed nothing (declined, cancelled, or accepted
         but refused); the leave itself is not touched."""
         with self.db.write() as s:
-            self._settle_confirmation(s, actor_id, leave_id.strip(), "cancel_approved_leave")
+            self._settle_confirmation(s, actor_id, leave_id.strip(), ToolName.CANCEL_APPROVED_LEAVE)
             leave = s.get(Leave, leave_id)
             status = leave.status if leave else None
             s.add(
                 self._audit(
                     leave_id,
                     actor_id,
-                    "cancel_approved_leave",
+                    ToolName.CANCEL_APPROVED_LEAVE,
                     status,
                     status,
                     confirmation,
@@ -377,10 +387,16 @@ class LeaveService:
 
     @staticmethod
     def _next_steps(leave: Leave, owner: Employee, actor: Employee) -> list[str]:
-        if leave.status == "draft" and actor.id == owner.id:
-            return ["submitted"]
-        if leave.status == "submitted" and actor.id == owner.manager_id and actor.id != owner.id:
-            return ["approved", "rejected"]
+        """The one-step moves this actor may make: the owner submits, the manager decides."""
+        status = leave.status
+        if status == LeaveStatus.DRAFT and actor.id == owner.id:
+            return list(NEXT_STATUSES[LeaveStatus.DRAFT])
+        if (
+            status == LeaveStatus.SUBMITTED
+            and actor.id == owner.manager_id
+            and actor.id != owner.id
+        ):
+            return list(NEXT_STATUSES[LeaveStatus.SUBMITTED])
         return []
 
     @staticmethod
@@ -388,15 +404,22 @@ class LeaveService:
         leave: Leave, owner: Employee, actor: Employee, requested: str, allowed: list[str]
     ) -> None:
         status = leave.status
-        if status == "approved":
+        if status == LeaveStatus.APPROVED:
             raise Refusal("use_cancel_tool", leave_id=leave.id, current=status)
-        if status == "draft" and actor.id != owner.id and requested == "submitted":
+        if (
+            status == LeaveStatus.DRAFT
+            and actor.id != owner.id
+            and requested == LeaveStatus.SUBMITTED
+        ):
             raise Refusal("forbidden", why="owner_only_submit")
-        if status == "submitted" and requested in ("approved", "rejected"):
+        if status == LeaveStatus.SUBMITTED and requested in (
+            LeaveStatus.APPROVED,
+            LeaveStatus.REJECTED,
+        ):
             why = "self_approval" if actor.id == owner.id else "manager_only_decide"
             raise Refusal("forbidden", why=why)
         # Name the step that IS allowed for this leave, whoever may take it.
-        natural = {"draft": ["submitted"], "submitted": ["approved", "rejected"]}.get(status, [])
+        natural = list(NEXT_STATUSES.get(status, ()))
         raise Refusal(
             "wrong_step",
             leave_id=leave.id,
@@ -407,7 +430,7 @@ class LeaveService:
 
     @staticmethod
     def _require_cancellable(leave: Leave, actor: Employee) -> None:
-        if leave.status != "approved":
+        if leave.status != LeaveStatus.APPROVED:
             raise Refusal("not_cancellable", leave_id=leave.id, current=leave.status)
         if leave.employee_id != actor.id:
             raise Refusal("forbidden", why="owner_only_cancel")

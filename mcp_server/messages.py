@@ -8,15 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
-STATUS_NAMES = {
+from common.contract import LeaveStatus
+
+STATUS_NAMES: dict[str, dict[str, str]] = {
     "zh-TW": {
-        "draft": "draft（草稿）",
-        "submitted": "submitted（已送出審核）",
-        "approved": "approved（已核准）",
-        "rejected": "rejected（已駁回）",
-        "cancelled": "cancelled（已取消）",
+        LeaveStatus.DRAFT: "draft（草稿）",
+        LeaveStatus.SUBMITTED: "submitted（已送出審核）",
+        LeaveStatus.APPROVED: "approved（已核准）",
+        LeaveStatus.REJECTED: "rejected（已駁回）",
+        LeaveStatus.CANCELLED: "cancelled（已取消）",
     },
-    "en": {s: s for s in ("draft", "submitted", "approved", "rejected", "cancelled")},
+    "en": {status: status.value for status in LeaveStatus},
 }
 
 # code -> (rule, {language: template})

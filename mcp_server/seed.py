@@ -6,6 +6,8 @@ import datetime as dt
 
 from sqlalchemy import select
 
+from common.contract import LeaveStatus
+
 from .leaves import hash_token, new_leave_id, working_days
 from .storage import ApiToken, Balance, Base, Database, Employee, Leave
 
@@ -23,14 +25,14 @@ START_BALANCE = {"特休": 14.0, "病假": 30.0, "事假": 14.0, "補休": 2.0}
 
 # (owner, type, weeks from the coming Monday, weekday offset, length in days, status, reason)
 LEAVES = [
-    ("E001", "特休", 3, 0, 3, "draft", "家庭旅遊，去花蓮三天"),
-    ("E001", "特休", 5, 3, 2, "approved", "回台南參加表妹婚禮"),
-    ("E001", "病假", 1, 2, 1, "submitted", "牙齒矯正回診"),
-    ("E001", "事假", -2, 1, 1, "rejected", "處理房屋過戶"),
-    ("E002", "事假", 2, 0, 1, "submitted", "搬家"),
-    ("E002", "特休", 4, 4, 1, "approved", "參加弟弟的畢業典禮"),
-    ("E002", "補休", 6, 1, 1, "draft", "加班補休"),
-    ("M001", "特休", 7, 0, 2, "approved", "年度健康檢查與休養"),
+    ("E001", "特休", 3, 0, 3, LeaveStatus.DRAFT, "家庭旅遊，去花蓮三天"),
+    ("E001", "特休", 5, 3, 2, LeaveStatus.APPROVED, "回台南參加表妹婚禮"),
+    ("E001", "病假", 1, 2, 1, LeaveStatus.SUBMITTED, "牙齒矯正回診"),
+    ("E001", "事假", -2, 1, 1, LeaveStatus.REJECTED, "處理房屋過戶"),
+    ("E002", "事假", 2, 0, 1, LeaveStatus.SUBMITTED, "搬家"),
+    ("E002", "特休", 4, 4, 1, LeaveStatus.APPROVED, "參加弟弟的畢業典禮"),
+    ("E002", "補休", 6, 1, 1, LeaveStatus.DRAFT, "加班補休"),
+    ("M001", "特休", 7, 0, 2, LeaveStatus.APPROVED, "年度健康檢查與休養"),
 ]
 
 
@@ -64,7 +66,7 @@ def seed(db: Database, *, reset: bool = False, today: dt.date | None = None) -> 
                     reason=reason,
                 )
             )
-            if status == "approved":
+            if status == LeaveStatus.APPROVED:
                 balances[owner][leave_type] -= days
         for employee_id, by_type in balances.items():
             for leave_type, remaining in by_type.items():

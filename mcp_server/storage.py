@@ -10,14 +10,26 @@ import datetime as dt
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from sqlalchemy import Date, DateTime, Float, ForeignKey, Integer, String, text
+from sqlalchemy import Date, DateTime, Dialect, Float, ForeignKey, Integer, String, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
+from sqlalchemy.types import TypeDecorator
 
 from common.sqlite import create_engine_for, utcnow
 
 
 class Base(DeclarativeBase):
     pass
+
+
+class PlainString(TypeDecorator[str]):
+    """A string column that stores a `StrEnum` member (a status, a tool name) as its value:
+    left to the driver, an Enum member may be written as its name instead."""
+
+    impl = String
+    cache_ok = True
+
+    def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:
+        return None if value is None else str(value)
 
 
 class Employee(Base):
@@ -47,7 +59,7 @@ class Leave(Base):
     start_date: Mapped[dt.date] = mapped_column(Date)
     end_date: Mapped[dt.date] = mapped_column(Date)
     days: Mapped[float] = mapped_column(Float)
-    status: Mapped[str] = mapped_column(String(16), index=True)
+    status: Mapped[str] = mapped_column(PlainString(16), index=True)
     reason: Mapped[str] = mapped_column(String(500))
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
@@ -68,9 +80,9 @@ class AuditEntry(Base):
     leave_id: Mapped[str] = mapped_column(String(16), index=True)
     actor_id: Mapped[str] = mapped_column(String(32))
     at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    tool: Mapped[str] = mapped_column(String(64))
-    from_status: Mapped[str | None] = mapped_column(String(16))
-    to_status: Mapped[str | None] = mapped_column(String(16))
+    tool: Mapped[str] = mapped_column(PlainString(64))
+    from_status: Mapped[str | None] = mapped_column(PlainString(16))
+    to_status: Mapped[str | None] = mapped_column(PlainString(16))
     # accepted | declined | cancelled | abandoned (asked, never answered), for actions behind a
     # human confirmation; else NULL
     confirmation: Mapped[str | None] = mapped_column(String(16))
@@ -88,7 +100,7 @@ class PendingConfirmation(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     leave_id: Mapped[str] = mapped_column(String(16), index=True)
     actor_id: Mapped[str] = mapped_column(String(32))
-    tool: Mapped[str] = mapped_column(String(64))
+    tool: Mapped[str] = mapped_column(PlainString(64))
     asked_at: Mapped[dt.datetime] = mapped_column(
         DateTime(timezone=True), default=utcnow, index=True
     )

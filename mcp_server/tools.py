@@ -1,13 +1,13 @@
 """The leave tools as an MCP server. Names are fixed: the fine-tuned model was trained on them."""
 
-# No `from __future__ import annotations`: the SDK reads these signatures at runtime, and
-# `Resolve(ask_to_cancel)` names a closure variable that a string annotation could not see.
+# No `from __future__ import annotations`: the SDK reads the tools' signatures at runtime.
 
 import json
 import logging
 import time
 import traceback
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -24,6 +24,8 @@ from mcp.server.mcpserver import (
 )
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
+
+from common.contract import LeaveStatus, ToolName
 
 from .auth import current_employee_id
 from .leaves import MAX_KEYWORD_CHARS, MAX_KEYWORD_WORDS, LeaveService
@@ -57,6 +59,20 @@ class _NotAuthenticated(Exception):
     pass
 
 
+@dataclass(frozen=True)
+class ToolContext:
+    """What the tools work with, handed to them by the server's lifespan."""
+
+    service: LeaveService
+    metrics: ServerMetrics
+    language: str
+
+
+def tool_context(ctx: Context) -> ToolContext:
+    """The ToolContext build_server's lifespan yields (entered once per served app or client)."""
+    return ctx.request_context.lifespan_context
+
+
 def build_server(
     service: LeaveService,
     metrics: ServerMetrics,
@@ -66,7 +82,7 @@ def build_server(
     confirmation_ttl_seconds: float = 600.0,
     token_verifier: Any = None,
     auth: Any = None,
-) -> MCPServer:
+) -> MCPServer[ToolContext]:
     # An answer is accepted for `confirmation_ttl_seconds` after its question; after that the
     # question counts as abandoned (see LeaveService.audit_abandoned).
     security = (
@@ -74,6 +90,7 @@ def build_server(
         if elicitation_state_key
         else RequestStateSecurity.ephemeral(ttl=confirmation_ttl_seconds)
     )
+    context = ToolContext(service, metrics, language)
     server = MCPServer(
         SERVER_NAME,
         instructions=INSTRUCTIONS,
@@ -81,201 +98,263 @@ def build_server(
         token_verifier=token_verifier,
         auth=auth,
         request_state_security=security,
+        lifespan=lambda _server: nullcontext(context),
+    )
+    for name, tool, annotations, description in TOOLS:
+        server.add_tool(tool, name=name, annotations=annotations, description=description)
+    return server
+
+
+def actor() -> str:
+    employee_id = current_employee_id()
+    if employee_id is None:
+        raise _NotAuthenticated
+    return employee_id
+
+
+def ok(model: BaseModel) -> CallToolResult:
+    data = model.model_dump(mode="json")
+    text = json.dumps(data, ensure_ascii=False)
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+
+
+def refused(context: ToolContext, tool: str, refusal: Refusal) -> CallToolResult:
+    text = refusal.render(context.language)
+    context.metrics.rule_refusals.labels(refusal.rule).inc()
+    outcome = "declined" if refusal.rule == "declined" else "refused"
+    context.metrics.tool_calls.labels(tool, outcome).inc()
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)],
+        structured_content={"error": {"code": refusal.code, "message": text}},
+        is_error=True,
     )
 
-    def actor() -> str:
-        employee_id = current_employee_id()
-        if employee_id is None:
-            raise _NotAuthenticated
-        return employee_id
 
-    def ok(model: BaseModel) -> CallToolResult:
-        data = model.model_dump(mode="json")
-        text = json.dumps(data, ensure_ascii=False)
-        return CallToolResult(
-            content=[TextContent(type="text", text=text)], structured_content=data
+def failed(context: ToolContext, tool: str, code: str = "internal_error") -> CallToolResult:
+    context.metrics.tool_calls.labels(tool, "error").inc()
+    text = Refusal(code).render(context.language)
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)],
+        structured_content={"error": {"code": code, "message": text}},
+        is_error=True,
+    )
+
+
+async def run(context: ToolContext, tool: str, work: Callable[[], BaseModel]) -> CallToolResult:
+    """Run blocking rule code off the event loop; map its outcome to a tool result."""
+    started = time.perf_counter()
+    try:
+        result = await anyio.to_thread.run_sync(work)
+    except Refusal as refusal:
+        return refused(context, tool, refusal)
+    except _NotAuthenticated:
+        return failed(context, tool, "internal_error")
+    except Exception as error:
+        # The client sees a generic text; the detail stays in the server log, bounded:
+        # a database error's text can quote the caller's input at any length.
+        logger.error(
+            "tool %s failed: %s\n%s",
+            tool,
+            log_excerpt(f"{type(error).__name__}: {error}"),
+            "".join(traceback.format_tb(error.__traceback__)),
+        )
+        return failed(context, tool)
+    finally:
+        context.metrics.tool_duration.labels(tool).observe(time.perf_counter() - started)
+    context.metrics.tool_calls.labels(tool, "ok").inc()
+    return ok(result)
+
+
+# -- the tools -------------------------------------------------------------------------------
+# Descriptions are published byte for byte as the model was trained on them, indentation of
+# the continuation lines included.
+
+SEARCH_LEAVES_DESCRIPTION = (
+    "Search your leave requests (a manager also sees their direct reports' requests).\n"
+    "\n"
+    "        Returns each leave's real ID (LV-xxxxxx), type, dates, days and hours, status, reason"
+    " and\n"
+    "        the status steps you may take next. Call this before changing any leave."
+)
+
+
+async def search_leaves(
+    ctx: Context,
+    keyword: Annotated[
+        str,
+        Field(
+            description="Words to find in the leave's reason, type or dates, e.g. 家庭旅遊, "
+            f"特休 or 2026-12 (at most {MAX_KEYWORD_WORDS} words, {MAX_KEYWORD_CHARS} "
+            "characters). Use an empty string to list all leaves."
+        ),
+    ],
+    status: Annotated[
+        str | None,
+        Field(
+            description="Only leaves in this status: draft, submitted, approved, rejected "
+            "or cancelled. Omit for all."
+        ),
+    ] = None,
+) -> Annotated[CallToolResult, SearchResult]:
+    context = tool_context(ctx)
+    return await run(
+        context,
+        ToolName.SEARCH_LEAVES,
+        lambda: _search(context.service, actor(), keyword, status),
+    )
+
+
+GET_LEAVE_BALANCE_DESCRIPTION = "Your remaining leave days (and hours) for each leave type."
+
+
+async def get_leave_balance(ctx: Context) -> Annotated[CallToolResult, BalanceResult]:
+    context = tool_context(ctx)
+    return await run(context, ToolName.GET_LEAVE_BALANCE, lambda: context.service.balance(actor()))
+
+
+CREATE_LEAVE_DESCRIPTION = (
+    "Create a new leave request as a draft. It is not submitted until you call\n"
+    "        update_leave_status with status=submitted."
+)
+
+
+async def create_leave(
+    ctx: Context,
+    leave_type: Annotated[
+        str, Field(description="Leave type: 特休 (annual), 病假 (sick), 事假 (personal), 補休.")
+    ],
+    start_date: Annotated[str, Field(description="First day, YYYY-MM-DD.")],
+    end_date: Annotated[str, Field(description="Last day, YYYY-MM-DD (not before start).")],
+    reason: Annotated[str, Field(description="Why, in the user's words (1-200 characters).")],
+) -> Annotated[CallToolResult, LeaveView]:
+    context = tool_context(ctx)
+    return await run(
+        context,
+        ToolName.CREATE_LEAVE,
+        lambda: context.service.create(actor(), leave_type, start_date, end_date, reason),
+    )
+
+
+UPDATE_LEAVE_STATUS_DESCRIPTION = (
+    "Move a leave exactly one step forward: draft → submitted by its owner; submitted →\n"
+    "        approved or rejected by the owner's manager. Get the ID from search_leaves first.\n"
+    "        An approved leave cannot be changed here; use cancel_approved_leave."
+)
+
+
+async def update_leave_status(
+    ctx: Context,
+    leave_id: Annotated[
+        str, Field(description="The real leave ID, exactly as search_leaves returned it.")
+    ],
+    status: Annotated[
+        str,
+        Field(
+            description="The next status: submitted (owner submits a draft), approved or "
+            "rejected (the owner's manager decides a submitted leave)."
+        ),
+    ],
+) -> Annotated[CallToolResult, StatusChange]:
+    context = tool_context(ctx)
+
+    def work() -> StatusChange:
+        old, view = context.service.change_status(actor(), leave_id, status)
+        return StatusChange(
+            leave_id=view.leave_id, from_status=old, to_status=view.status, leave=view
         )
 
-    def refused(tool: str, refusal: Refusal) -> CallToolResult:
-        text = refusal.render(language)
-        metrics.rule_refusals.labels(refusal.rule).inc()
-        outcome = "declined" if refusal.rule == "declined" else "refused"
-        metrics.tool_calls.labels(tool, outcome).inc()
-        return CallToolResult(
-            content=[TextContent(type="text", text=text)],
-            structured_content={"error": {"code": refusal.code, "message": text}},
-            is_error=True,
-        )
+    return await run(context, ToolName.UPDATE_LEAVE_STATUS, work)
 
-    def failed(tool: str, code: str = "internal_error") -> CallToolResult:
-        metrics.tool_calls.labels(tool, "error").inc()
-        text = Refusal(code).render(language)
-        return CallToolResult(
-            content=[TextContent(type="text", text=text)],
-            structured_content={"error": {"code": code, "message": text}},
-            is_error=True,
-        )
 
-    async def run(tool: str, work: Callable[[], BaseModel]) -> CallToolResult:
-        """Run blocking rule code off the event loop; map its outcome to a tool result."""
-        started = time.perf_counter()
-        try:
-            result = await anyio.to_thread.run_sync(work)
-        except Refusal as refusal:
-            return refused(tool, refusal)
-        except _NotAuthenticated:
-            return failed(tool, "internal_error")
-        except Exception as error:
-            # The client sees a generic text; the detail stays in the server log, bounded:
-            # a database error's text can quote the caller's input at any length.
-            logger.error(
-                "tool %s failed: %s\n%s",
-                tool,
-                log_excerpt(f"{type(error).__name__}: {error}"),
-                "".join(traceback.format_tb(error.__traceback__)),
+async def ask_to_cancel(leave_id: str, ctx: Context) -> Elicit[CancelConfirmation] | _Refused:
+    # Runs again on every round of the modern protocol: same question each time, and the
+    # only write is on the round that asks (the one without answers), so that a question
+    # nobody answers still reaches the audit log (see audit_abandoned_confirmations).
+    context = tool_context(ctx)
+    employee_id = actor()
+    try:
+        view = await anyio.to_thread.run_sync(
+            lambda: context.service.check_cancellable(employee_id, leave_id)
+        )
+    except Refusal as refusal:
+        return _Refused(refusal)
+    if not ctx.input_responses:
+        await anyio.to_thread.run_sync(
+            lambda: context.service.confirmation_asked(
+                employee_id, view.leave_id, ToolName.CANCEL_APPROVED_LEAVE
             )
-            return failed(tool)
-        finally:
-            metrics.tool_duration.labels(tool).observe(time.perf_counter() - started)
-        metrics.tool_calls.labels(tool, "ok").inc()
-        return ok(result)
-
-    @server.tool(annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True))
-    async def search_leaves(
-        keyword: Annotated[
-            str,
-            Field(
-                description="Words to find in the leave's reason, type or dates, e.g. 家庭旅遊, "
-                f"特休 or 2026-12 (at most {MAX_KEYWORD_WORDS} words, {MAX_KEYWORD_CHARS} "
-                "characters). Use an empty string to list all leaves."
-            ),
-        ],
-        status: Annotated[
-            str | None,
-            Field(
-                description="Only leaves in this status: draft, submitted, approved, rejected "
-                "or cancelled. Omit for all."
-            ),
-        ] = None,
-    ) -> Annotated[CallToolResult, SearchResult]:
-        """Search your leave requests (a manager also sees their direct reports' requests).
-
-        Returns each leave's real ID (LV-xxxxxx), type, dates, days and hours, status, reason and
-        the status steps you may take next. Call this before changing any leave."""
-        return await run(
-            "search_leaves",
-            lambda: _search(service, actor(), keyword, status),
         )
+    question = CONFIRM_QUESTION[context.language].format(**view.model_dump())
+    return Elicit(question, CancelConfirmation)
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True))
-    async def get_leave_balance() -> Annotated[CallToolResult, BalanceResult]:
-        """Your remaining leave days (and hours) for each leave type."""
-        return await run("get_leave_balance", lambda: service.balance(actor()))
 
-    @server.tool(annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=False))
-    async def create_leave(
-        leave_type: Annotated[
-            str, Field(description="Leave type: 特休 (annual), 病假 (sick), 事假 (personal), 補休.")
-        ],
-        start_date: Annotated[str, Field(description="First day, YYYY-MM-DD.")],
-        end_date: Annotated[str, Field(description="Last day, YYYY-MM-DD (not before start).")],
-        reason: Annotated[str, Field(description="Why, in the user's words (1-200 characters).")],
-    ) -> Annotated[CallToolResult, LeaveView]:
-        """Create a new leave request as a draft. It is not submitted until you call
-        update_leave_status with status=submitted."""
-        return await run(
-            "create_leave",
-            lambda: service.create(actor(), leave_type, start_date, end_date, reason),
-        )
+CANCEL_APPROVED_LEAVE_DESCRIPTION = (
+    "Cancel one of your approved leaves and restore its days to your balance. The user is\n"
+    "        asked to confirm first; if they decline, nothing changes and you must not try"
+    " another\n"
+    "        tool to get the same effect."
+)
 
-    @server.tool(annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=False))
-    async def update_leave_status(
-        leave_id: Annotated[
-            str, Field(description="The real leave ID, exactly as search_leaves returned it.")
-        ],
-        status: Annotated[
-            str,
-            Field(
-                description="The next status: submitted (owner submits a draft), approved or "
-                "rejected (the owner's manager decides a submitted leave)."
-            ),
-        ],
-    ) -> Annotated[CallToolResult, StatusChange]:
-        """Move a leave exactly one step forward: draft → submitted by its owner; submitted →
-        approved or rejected by the owner's manager. Get the ID from search_leaves first.
-        An approved leave cannot be changed here; use cancel_approved_leave."""
 
-        def work() -> StatusChange:
-            old, view = service.change_status(actor(), leave_id, status)
-            return StatusChange(
-                leave_id=view.leave_id, from_status=old, to_status=view.status, leave=view
-            )
-
-        return await run("update_leave_status", work)
-
-    async def ask_to_cancel(leave_id: str, ctx: Context) -> Elicit[CancelConfirmation] | _Refused:
-        # Runs again on every round of the modern protocol: same question each time, and the
-        # only write is on the round that asks (the one without answers), so that a question
-        # nobody answers still reaches the audit log (see audit_abandoned_confirmations).
+async def cancel_approved_leave(
+    ctx: Context,
+    leave_id: Annotated[
+        str, Field(description="The real ID of YOUR approved leave, from search_leaves.")
+    ],
+    confirmation: Annotated[ElicitationResult[CancelConfirmation], Resolve(ask_to_cancel)],
+) -> Annotated[CallToolResult, CancelResult]:
+    context = tool_context(ctx)
+    tool = ToolName.CANCEL_APPROVED_LEAVE
+    if isinstance(confirmation, AcceptedElicitation) and isinstance(confirmation.data, _Refused):
+        return refused(context, tool, confirmation.data.refusal)
+    accepted = (
+        isinstance(confirmation, AcceptedElicitation)
+        and isinstance(confirmation.data, CancelConfirmation)
+        and confirmation.data.confirm
+    )
+    if not accepted:
+        outcome = "cancelled" if isinstance(confirmation, CancelledElicitation) else "declined"
+        context.metrics.elicitations.labels(outcome).inc()
         employee_id = actor()
-        try:
-            view = await anyio.to_thread.run_sync(
-                lambda: service.check_cancellable(employee_id, leave_id)
-            )
-        except Refusal as refusal:
-            return _Refused(refusal)
-        if not ctx.input_responses:
-            await anyio.to_thread.run_sync(
-                lambda: service.confirmation_asked(
-                    employee_id, view.leave_id, "cancel_approved_leave"
-                )
-            )
-        question = CONFIRM_QUESTION[language].format(**view.model_dump())
-        return Elicit(question, CancelConfirmation)
-
-    @server.tool(annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=False))
-    async def cancel_approved_leave(
-        leave_id: Annotated[
-            str, Field(description="The real ID of YOUR approved leave, from search_leaves.")
-        ],
-        confirmation: Annotated[ElicitationResult[CancelConfirmation], Resolve(ask_to_cancel)],
-    ) -> Annotated[CallToolResult, CancelResult]:
-        """Cancel one of your approved leaves and restore its days to your balance. The user is
-        asked to confirm first; if they decline, nothing changes and you must not try another
-        tool to get the same effect."""
-        tool = "cancel_approved_leave"
-        if isinstance(confirmation, AcceptedElicitation) and isinstance(
-            confirmation.data, _Refused
-        ):
-            return refused(tool, confirmation.data.refusal)
-        accepted = (
-            isinstance(confirmation, AcceptedElicitation)
-            and isinstance(confirmation.data, CancelConfirmation)
-            and confirmation.data.confirm
+        await anyio.to_thread.run_sync(
+            lambda: context.service.record_not_applied(employee_id, leave_id, outcome)
         )
-        if not accepted:
-            outcome = "cancelled" if isinstance(confirmation, CancelledElicitation) else "declined"
-            metrics.elicitations.labels(outcome).inc()
-            employee_id = actor()
-            await anyio.to_thread.run_sync(
-                lambda: service.record_not_applied(employee_id, leave_id, outcome)
-            )
-            return refused(tool, Refusal(f"confirmation_{outcome}", leave_id=leave_id))
-        metrics.elicitations.labels("accepted").inc()
+        return refused(context, tool, Refusal(f"confirmation_{outcome}", leave_id=leave_id))
+    context.metrics.elicitations.labels("accepted").inc()
 
-        def work() -> CancelResult:
-            view = service.cancel_approved(actor(), leave_id)
-            return CancelResult(
-                leave_id=view.leave_id,
-                from_status="approved",
-                to_status=view.status,
-                restored_days=view.days,
-                leave=view,
-            )
+    def work() -> CancelResult:
+        view = context.service.cancel_approved(actor(), leave_id)
+        return CancelResult(
+            leave_id=view.leave_id,
+            from_status=LeaveStatus.APPROVED,
+            to_status=view.status,
+            restored_days=view.days,
+            leave=view,
+        )
 
-        return await run(tool, work)
+    return await run(context, tool, work)
 
-    return server
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True)
+WRITE = ToolAnnotations(destructive_hint=False, idempotent_hint=False)
+# (name, tool, annotations, description), in the order tools/list publishes them
+TOOLS: tuple[tuple[ToolName, Callable[..., Any], ToolAnnotations, str], ...] = (
+    (ToolName.SEARCH_LEAVES, search_leaves, READ_ONLY, SEARCH_LEAVES_DESCRIPTION),
+    (ToolName.GET_LEAVE_BALANCE, get_leave_balance, READ_ONLY, GET_LEAVE_BALANCE_DESCRIPTION),
+    (ToolName.CREATE_LEAVE, create_leave, WRITE, CREATE_LEAVE_DESCRIPTION),
+    (
+        ToolName.UPDATE_LEAVE_STATUS,
+        update_leave_status,
+        WRITE,
+        UPDATE_LEAVE_STATUS_DESCRIPTION,
+    ),
+    (
+        ToolName.CANCEL_APPROVED_LEAVE,
+        cancel_approved_leave,
+        ToolAnnotations(destructive_hint=True, idempotent_hint=False),
+        CANCEL_APPROVED_LEAVE_DESCRIPTION,
+    ),
+)
 
 
 def log_excerpt(text: str) -> str:

@@ -9,23 +9,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from common import tokens
+from common.contract import LeaveStatus, ToolName
 
 from . import policy
 from .errors import ApiError
+from .faults import FAULTS
 from .request import ChatRequest
 
-# Request-level faults answer before any generation; output faults rewrite what is generated.
-REQUEST_FAULTS = {"http_500", "http_429", "stall"}
-OUTPUT_FAULTS = {
-    "malformed_arguments",
-    "unknown_tool",
-    "tool_call_as_text",
-    "guessed_id",
-    "skip_step",
-    "endless_tool_calls",
-    "parallel_tool_calls",
-}
-FAULTS = REQUEST_FAULTS | OUTPUT_FAULTS
 UNKNOWN_TOOL_NAME = "delete_all_leaves"
 GUESSED_ID = "LV-123456"
 
@@ -122,24 +112,24 @@ def _rewrite(
 ) -> policy.Decision:
     calls = list(decision.tool_calls)
     first_step = not turn.calls
-    if "guessed_id" in faults and first_step and "update_leave_status" in offered:
-        calls = [
-            policy.ToolCall("update_leave_status", {"leave_id": GUESSED_ID, "status": "submitted"})
-        ]
+    if "guessed_id" in faults and first_step and ToolName.UPDATE_LEAVE_STATUS in offered:
+        arguments = {"leave_id": GUESSED_ID, "status": LeaveStatus.SUBMITTED}
+        calls = [policy.ToolCall(ToolName.UPDATE_LEAVE_STATUS, arguments)]
     if "skip_step" in faults:
         calls = [
-            policy.ToolCall(c.name, {**c.arguments, "status": "approved"})
-            if c.name == "update_leave_status" and c.arguments.get("status") == "submitted"
+            policy.ToolCall(c.name, {**c.arguments, "status": LeaveStatus.APPROVED})
+            if c.name == ToolName.UPDATE_LEAVE_STATUS
+            and c.arguments.get("status") == LeaveStatus.SUBMITTED
             else c
             for c in calls
         ]
-    if "endless_tool_calls" in faults and not calls and "search_leaves" in offered:
+    if "endless_tool_calls" in faults and not calls and ToolName.SEARCH_LEAVES in offered:
         keyword = policy.extract_keyword(turn.request)
-        calls = [policy.ToolCall("search_leaves", {"keyword": keyword})]
+        calls = [policy.ToolCall(ToolName.SEARCH_LEAVES, {"keyword": keyword})]
     if "parallel_tool_calls" in faults and first_step and calls:
         extra = [
             policy.ToolCall(name, {})
-            for name in ("get_leave_balance",)
+            for name in (ToolName.GET_LEAVE_BALANCE,)
             if name in offered and all(c.name != name for c in calls)
         ]
         calls = calls + extra
@@ -161,7 +151,7 @@ def _enforce_tool_choice(
         return policy.Decision(tool_calls=tuple(chosen))
     if request.tool_choice == "required" and not decision.tool_calls:
         names = [t["function"]["name"] for t in request.tools]
-        name = "search_leaves" if "search_leaves" in names else names[0]
+        name = ToolName.SEARCH_LEAVES if ToolName.SEARCH_LEAVES in names else names[0]
         return policy.Decision(
             tool_calls=(policy.ToolCall(name, _synthesise(name, request, turn)),)
         )

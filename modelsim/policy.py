@@ -14,13 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from common.chat import content_text
+from common.contract import LEAVE_TYPES, NEXT_STATUSES, TOOL_ERROR_PREFIX, LeaveStatus, ToolName
 
 LEAVE_ID = re.compile(r"LV-[0-9a-f]{6}")
 # `[sim-fault:<mode>,…]` in a user message asks for faults (for agents that forward no headers)
 FAULT_TAG = re.compile(r"\[sim-fault:([a-z0-9_,]+)\]")
 ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-LEAVE_TYPES = ("特休", "病假", "事假", "補休")
-ERROR_PREFIX = "[工具執行失敗]"
 
 # intent -> trigger words (checked in this order; the first match wins)
 INTENTS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -142,6 +141,12 @@ ENGLISH_FILLER = {
 # "那張" is not here: 「把我那張家庭旅遊的特休…」 names its leave and must be searched.
 REFERS_BACK = ("剛剛", "剛才", "上一張", "同一張", "也送", "it too", "that one", "same one")
 DECLINE_MARKERS = ("拒絕", "沒有完成確認", "declined", "did not complete")
+# The status update_leave_status is asked for, by intent.
+INTENT_STATUS = {
+    "submit": LeaveStatus.SUBMITTED,
+    "approve": LeaveStatus.APPROVED,
+    "reject": LeaveStatus.REJECTED,
+}
 
 
 @dataclass(frozen=True)
@@ -206,7 +211,7 @@ def decide(turn: Turn) -> Decision:
         previous_call = turn.calls[-1] if turn.calls else None
         if (
             previous_call
-            and previous_call.name == "cancel_approved_leave"
+            and previous_call.name == ToolName.CANCEL_APPROVED_LEAVE
             and any(m in message for m in DECLINE_MARKERS)
         ):
             return Decision(text=say.kept(str(previous_call.arguments.get("leave_id", ""))))
@@ -214,7 +219,7 @@ def decide(turn: Turn) -> Decision:
 
     if intent == "balance":
         if not turn.results:
-            return _call(turn, say, "get_leave_balance", {})
+            return _call(turn, say, ToolName.GET_LEAVE_BALANCE, {})
         return Decision(text=say.balance(_json(last)))
 
     if intent == "create":
@@ -224,16 +229,18 @@ def decide(turn: Turn) -> Decision:
         remembered = _referred_leave(turn)
         if remembered and intent in ("submit", "approve", "reject", "cancel"):
             return _act(turn, say, intent, remembered)
-        return _call(turn, say, "search_leaves", {"keyword": extract_keyword(turn.request)})
+        keyword = extract_keyword(turn.request)
+        return _call(turn, say, ToolName.SEARCH_LEAVES, {"keyword": keyword})
 
     # In a batch (search + balance together) the search carries the decision.
     primary = max(
-        range(len(turn.calls)), key=lambda i: (turn.calls[i].name != "get_leave_balance", i)
+        range(len(turn.calls)),
+        key=lambda i: (turn.calls[i].name != ToolName.GET_LEAVE_BALANCE, i),
     )
     previous = turn.calls[primary].name
     last = turn.results[primary] if primary < len(turn.results) else last
     data = _json(last)
-    if previous == "search_leaves":
+    if previous == ToolName.SEARCH_LEAVES:
         leaves = (data or {}).get("leaves", [])
         keyword = turn.calls[primary].arguments.get("keyword", "")
         if not leaves:
@@ -244,9 +251,9 @@ def decide(turn: Turn) -> Decision:
         if target is None:
             return Decision(text=say.not_eligible(leaves[0], intent))
         return _act(turn, say, intent, target["leave_id"])
-    if previous == "update_leave_status" and data:
+    if previous == ToolName.UPDATE_LEAVE_STATUS and data:
         return Decision(text=say.updated(data))
-    if previous == "cancel_approved_leave":
+    if previous == ToolName.CANCEL_APPROVED_LEAVE:
         return Decision(text=say.cancelled(data) if data else say.error(last or ""))
     return Decision(text=say.done(last or ""))
 
@@ -305,9 +312,9 @@ def _call(turn: Turn, say: _Voice, name: str, arguments: dict[str, Any]) -> Deci
 
 def _act(turn: Turn, say: _Voice, intent: str, leave_id: str) -> Decision:
     if intent == "cancel":
-        return _call(turn, say, "cancel_approved_leave", {"leave_id": leave_id})
-    status = {"submit": "submitted", "approve": "approved", "reject": "rejected"}[intent]
-    return _call(turn, say, "update_leave_status", {"leave_id": leave_id, "status": status})
+        return _call(turn, say, ToolName.CANCEL_APPROVED_LEAVE, {"leave_id": leave_id})
+    arguments = {"leave_id": leave_id, "status": INTENT_STATUS[intent]}
+    return _call(turn, say, ToolName.UPDATE_LEAVE_STATUS, arguments)
 
 
 def _create(turn: Turn, say: _Voice, last: str | None) -> Decision:
@@ -326,20 +333,18 @@ def _create(turn: Turn, say: _Voice, last: str | None) -> Decision:
         "end_date": dates[-1],
         "reason": reason or leave_type,
     }
-    return _call(turn, say, "create_leave", arguments)
+    return _call(turn, say, ToolName.CREATE_LEAVE, arguments)
 
 
 def _pick(leaves: list[dict[str, Any]], intent: str) -> dict[str, Any] | None:
-    wanted = {"submit": "submitted", "approve": "approved", "reject": "rejected"}.get(intent)
+    wanted = INTENT_STATUS.get(intent)
     for leave in leaves:
         if wanted and wanted in leave.get("next_steps", []):
             return leave
-        if intent == "cancel" and leave.get("status") == "approved":
+        if intent == "cancel" and leave.get("status") == LeaveStatus.APPROVED:
             return leave
-    if intent == "submit":
-        return next((v for v in leaves if v.get("status") == "draft"), None)
-    if intent in ("approve", "reject"):
-        return next((v for v in leaves if v.get("status") == "submitted"), None)
+    if wanted:  # none the caller may move there: one that could go, and the server says who may
+        return next((v for v in leaves if wanted in NEXT_STATUSES.get(v.get("status"), ())), None)
     return None
 
 
@@ -352,14 +357,14 @@ def _referred_leave(turn: Turn) -> str | None:
 
 
 def _is_error(result: str) -> bool:
-    if result.startswith(ERROR_PREFIX):
+    if result.startswith(TOOL_ERROR_PREFIX):
         return True
     data = _json(result)
     return isinstance(data, dict) and "error" in data and "leaves" not in data
 
 
 def _error_text(result: str) -> str:
-    text = result.removeprefix(ERROR_PREFIX).strip()
+    text = result.removeprefix(TOOL_ERROR_PREFIX).strip()
     data = _json(text)
     if isinstance(data, dict) and isinstance(data.get("error"), dict):
         return str(data["error"].get("message", text))
@@ -395,14 +400,22 @@ class _Voice:
 
 
 STATUS_ZH = {
-    "draft": "草稿",
-    "submitted": "審核中",
-    "approved": "已核准",
-    "rejected": "已駁回",
-    "cancelled": "已取消",
+    LeaveStatus.DRAFT: "草稿",
+    LeaveStatus.SUBMITTED: "審核中",
+    LeaveStatus.APPROVED: "已核准",
+    LeaveStatus.REJECTED: "已駁回",
+    LeaveStatus.CANCELLED: "已取消",
 }
-VERB_ZH = {"submitted": "送出審核", "approved": "核准", "rejected": "駁回"}
-VERB_EN = {"submitted": "submitted for approval", "approved": "approved", "rejected": "rejected"}
+VERB_ZH = {
+    LeaveStatus.SUBMITTED: "送出審核",
+    LeaveStatus.APPROVED: "核准",
+    LeaveStatus.REJECTED: "駁回",
+}
+VERB_EN = {
+    LeaveStatus.SUBMITTED: "submitted for approval",
+    LeaveStatus.APPROVED: "approved",
+    LeaveStatus.REJECTED: "rejected",
+}
 
 
 class _Chinese(_Voice):

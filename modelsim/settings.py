@@ -9,6 +9,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from common.entrypoint import LogLevel
 
+from .faults import FAULTS
+
 
 class SimSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SIM_", extra="ignore")
@@ -37,8 +39,6 @@ class SimSettings(BaseSettings):
     @field_validator("fault")
     @classmethod
     def _known_faults(cls, value: str) -> str:
-        from .generate import FAULTS  # late: keeps settings importable on its own
-
         unknown = {f.strip() for f in value.split(",") if f.strip()} - FAULTS
         if unknown:
             raise ValueError(f"unknown fault(s) {sorted(unknown)}; known: {sorted(FAULTS)}")

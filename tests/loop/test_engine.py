@@ -9,10 +9,9 @@ from typing import Any
 
 import pytest
 
+from common.contract import SYSTEM_PROMPT, TOOL_ERROR_PREFIX
 from loop.engine import (
-    ERROR_PREFIX,
     MAX_TURNS_ANSWER,
-    SYSTEM_PROMPT,
     AgentLoop,
     LoopConfig,
     ModelError,
@@ -162,9 +161,9 @@ async def test_bad_json_unknown_tool_and_is_error_become_readable_tool_messages(
     )
     result = await AgentLoop(model).run("go", tools)
     by_id = {m["tool_call_id"]: m["content"] for m in tool_messages(result)}
-    assert by_id["bad-json"].startswith(ERROR_PREFIX) and "JSON" in by_id["bad-json"]
-    assert by_id["unknown"].startswith(ERROR_PREFIX) and "search_leaves" in by_id["unknown"]
-    assert by_id["refused"] == f"{ERROR_PREFIX} 找不到假單 LV-0。請先查詢。"
+    assert by_id["bad-json"].startswith(TOOL_ERROR_PREFIX) and "JSON" in by_id["bad-json"]
+    assert by_id["unknown"].startswith(TOOL_ERROR_PREFIX) and "search_leaves" in by_id["unknown"]
+    assert by_id["refused"] == f"{TOOL_ERROR_PREFIX} 找不到假單 LV-0。請先查詢。"
     assert tools.called == [("update_leave_status", {"leave_id": "LV-0"})]
     assert result.status == "completed"
     errors = {s.tool_call_id: s.error for s in result.steps if s.type == "tool"}

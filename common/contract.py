@@ -1,0 +1,64 @@
+"""The words the services share: what the MCP server publishes and accepts, what the agent loop
+writes into a conversation, and what the model simulator reads back from one.
+
+Each lives here once, so that a change to one is a change for all of them
+(tests/test_contract.py checks that they still agree).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+# The agent's default system prompt (the load generator's conversations start with it too).
+SYSTEM_PROMPT = (
+    "你是差勤助手。更新假單前必須先查詢取得真實 ID；"
+    "假單狀態只能逐級推進；使用者拒絕後不得改用其他工具達成。"
+)
+
+# The loop starts every failed tool result it hands the model with this; a model (and the
+# simulator) reads a result that starts with it as "that did not happen".
+TOOL_ERROR_PREFIX = "[工具執行失敗]"
+
+
+class ToolName(StrEnum):
+    """The leave tools, by the names the fine-tuned model was trained on."""
+
+    SEARCH_LEAVES = "search_leaves"
+    GET_LEAVE_BALANCE = "get_leave_balance"
+    CREATE_LEAVE = "create_leave"
+    UPDATE_LEAVE_STATUS = "update_leave_status"
+    CANCEL_APPROVED_LEAVE = "cancel_approved_leave"
+
+
+class LeaveStatus(StrEnum):
+    DRAFT = "draft"
+    SUBMITTED = "submitted"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    CANCELLED = "cancelled"
+
+
+# The one-step moves update_leave_status makes: a status → the statuses it may go to next.
+# An approved leave leaves only through cancel_approved_leave, after the user confirms.
+NEXT_STATUSES: dict[LeaveStatus, tuple[LeaveStatus, ...]] = {
+    LeaveStatus.DRAFT: (LeaveStatus.SUBMITTED,),
+    LeaveStatus.SUBMITTED: (LeaveStatus.APPROVED, LeaveStatus.REJECTED),
+}
+
+# Canonical leave type → the other names a model or a person may use for it.
+LEAVE_TYPES: dict[str, tuple[str, ...]] = {
+    "特休": ("annual", "特別休假", "年假", "vacation"),
+    "病假": ("sick",),
+    "事假": ("personal",),
+    "補休": ("compensatory", "comp"),
+}
+# Every name of a leave type, case-folded → its canonical name.
+LEAVE_TYPE_BY_NAME: dict[str, str] = {
+    name.casefold(): canonical
+    for canonical, aliases in LEAVE_TYPES.items()
+    for name in (canonical, *aliases)
+}
+
+
+def canonical_leave_type(name: str) -> str | None:
+    return LEAVE_TYPE_BY_NAME.get(name.strip().casefold())
