@@ -40,7 +40,8 @@ class LeaveStatus(StrEnum):
 
 # The one-step moves update_leave_status makes: a status → the statuses it may go to next.
 # An approved leave leaves only through cancel_approved_leave, after the user confirms.
-NEXT_STATUSES: dict[LeaveStatus, tuple[LeaveStatus, ...]] = {
+# Keyed by status value: a LeaveStatus or the plain string a database row or a JSON body holds.
+NEXT_STATUSES: dict[str, tuple[LeaveStatus, ...]] = {
     LeaveStatus.DRAFT: (LeaveStatus.SUBMITTED,),
     LeaveStatus.SUBMITTED: (LeaveStatus.APPROVED, LeaveStatus.REJECTED),
 }

@@ -12,15 +12,18 @@ import anyio.to_thread
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.transport_security import TransportSecuritySettings
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import AnyHttpUrl
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from common.sqlite import utcnow
 
 from .auth import EmployeeTokenVerifier
 from .leaves import LeaveService
 from .metrics import ServerMetrics
 from .settings import ServerSettings
-from .storage import Database, utcnow
+from .storage import Database
 from .tools import build_server
 
 logger = logging.getLogger(__name__)
@@ -74,8 +77,8 @@ def create_app(settings: ServerSettings, database: Database | None = None) -> AS
         confirmation_ttl_seconds=settings.confirmation_ttl_seconds,
         token_verifier=EmployeeTokenVerifier(service),
         auth=AuthSettings(
-            issuer_url=settings.base_url,
-            resource_server_url=f"{settings.base_url}/mcp",
+            issuer_url=AnyHttpUrl(settings.base_url),
+            resource_server_url=AnyHttpUrl(f"{settings.base_url}/mcp"),
             validate_token_resource=False,
         ),
     )

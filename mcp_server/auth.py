@@ -27,6 +27,7 @@ class EmployeeTokenVerifier:
         key = hashlib.sha256(token.encode()).hexdigest()
         now = time.monotonic()
         hit = self._recent.get(key)
+        employee_id: str | None
         if hit and hit[0] > now:
             employee_id = hit[1]
         else:

@@ -10,8 +10,10 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import secrets
+import typing
 
 from sqlalchemy import ColumnElement, String, cast, or_, select, update
+from sqlalchemy.engine import CursorResult, Result
 from sqlalchemy.orm import Session
 
 from common.contract import (
@@ -22,6 +24,7 @@ from common.contract import (
     ToolName,
     canonical_leave_type,
 )
+from common.sqlite import utcnow
 
 from .messages import Refusal
 from .schemas import BalanceLine, BalanceResult, LeaveView
@@ -33,7 +36,6 @@ from .storage import (
     Employee,
     Leave,
     PendingConfirmation,
-    utcnow,
 )
 
 HOURS_PER_DAY = 8
@@ -446,7 +448,7 @@ class LeaveService:
             )
             .values(remaining_days=Balance.remaining_days - leave.days)
         )
-        if result.rowcount != 1:
+        if _rowcount(result) != 1:
             balance = s.get(Balance, (leave.employee_id, leave.leave_type))
             raise Refusal(
                 "insufficient_balance",
@@ -464,7 +466,7 @@ class LeaveService:
             .values(status=new, updated_at=utcnow())
             .execution_options(synchronize_session=False)
         )
-        if result.rowcount != 1:  # someone else moved it first; the transaction rolls back
+        if _rowcount(result) != 1:  # someone else moved it first; the transaction rolls back
             current = s.scalar(select(Leave.status).where(Leave.id == leave.id))
             raise Refusal("conflict", leave_id=leave.id, current=current or old)
         leave.status = new
@@ -503,3 +505,8 @@ class LeaveService:
             reason=leave.reason,
             next_steps=self._next_steps(leave, owner, actor),
         )
+
+
+def _rowcount(result: Result[typing.Any]) -> int:
+    """Rows an UPDATE matched (Session.execute is typed as returning the general Result)."""
+    return typing.cast(CursorResult[typing.Any], result).rowcount

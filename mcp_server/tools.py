@@ -9,7 +9,7 @@ import traceback
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import anyio.to_thread
 from mcp.server.mcpserver import (
@@ -70,7 +70,7 @@ class ToolContext:
 
 def tool_context(ctx: Context) -> ToolContext:
     """The ToolContext build_server's lifespan yields (entered once per served app or client)."""
-    return ctx.request_context.lifespan_context
+    return cast(ToolContext, ctx.request_context.lifespan_context)
 
 
 def build_server(

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.metrics import MetricWrapperBase
+
+MetricT = TypeVar("MetricT", bound=MetricWrapperBase)
 
 # Buckets exactly as vLLM 0.32 exports them.
 TTFT_BUCKETS = (
@@ -163,7 +167,7 @@ class VllmMetrics:
                     self.tool_parser.labels(model_name, mode, outcome, request_type)
         self.model_name = model_name
 
-    def child(self, metric):  # type: ignore[no-untyped-def]
+    def child(self, metric: MetricT) -> MetricT:
         return metric.labels(*self._label_values)
 
     def bind_gauges(

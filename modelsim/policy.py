@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from common.chat import content_text
 from common.contract import LEAVE_TYPES, NEXT_STATUSES, TOOL_ERROR_PREFIX, LeaveStatus, ToolName
@@ -344,7 +344,9 @@ def _pick(leaves: list[dict[str, Any]], intent: str) -> dict[str, Any] | None:
         if intent == "cancel" and leave.get("status") == LeaveStatus.APPROVED:
             return leave
     if wanted:  # none the caller may move there: one that could go, and the server says who may
-        return next((v for v in leaves if wanted in NEXT_STATUSES.get(v.get("status"), ())), None)
+        return next(
+            (v for v in leaves if wanted in NEXT_STATUSES.get(str(v.get("status")), ())), None
+        )
     return None
 
 
@@ -383,7 +385,7 @@ def _json(text: str | None) -> Any:
 # -- what it says --------------------------------------------------------------------------
 
 
-class _Voice:
+class _Voice(Protocol):
     def unknown(self) -> str: ...
     def error(self, message: str) -> str: ...
     def balance(self, data: Any) -> str: ...

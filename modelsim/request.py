@@ -36,7 +36,8 @@ class ChatRequest:
     @property
     def forced_tool(self) -> str | None:
         if isinstance(self.tool_choice, dict):
-            return self.tool_choice["function"]["name"]
+            name: str = self.tool_choice["function"]["name"]
+            return name
         return None
 
 
@@ -195,7 +196,7 @@ def _tool_choice(value: Any, names: set[str]) -> str | dict[str, Any]:
     if value in ("auto", "none", "required"):
         if value == "required" and not names:
             raise ApiError(400, "tool_choice 'required' needs tools", param="tool_choice")
-        return value
+        return str(value)
     if isinstance(value, dict) and isinstance(value.get("function"), dict):
         name = value["function"].get("name")
         if name not in names:
