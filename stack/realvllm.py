@@ -100,6 +100,10 @@ def server_command(compose_command: list[str], port: int) -> list[str]:
     arguments = ["--model", str(MODEL_DIR), *compose_command[1:]]
     for flag, value in (("--host", "127.0.0.1"), ("--port", str(port))):
         arguments[arguments.index(flag) + 1] = value
+    if "--tool-parser-plugin" in arguments:  # the container's /tool-parsers mount, here
+        at = arguments.index("--tool-parser-plugin") + 1
+        name = arguments[at].removeprefix("/tool-parsers/")
+        arguments[at] = str(REPO_ROOT / "deploy" / "tool-parsers" / name)
     return [
         str(python()),
         "-m",

