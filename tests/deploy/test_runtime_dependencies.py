@@ -109,13 +109,14 @@ def test_every_module_imports(image_python):
         "for package in ('common', 'mcp_server', 'modelsim', 'loop'):\n"
         "    module = importlib.import_module(package)\n"
         "    assert 'site-packages' in module.__file__, module.__file__\n"
-        "    for info in pkgutil.iter_modules(module.__path__, package + '.'):\n"
+        "    for info in pkgutil.walk_packages(module.__path__, package + '.'):\n"
         "        importlib.import_module(info.name)\n"
         "        print(info.name)\n"
     )
     done = run_isolated(image_python, "-c", script)
     assert done.returncode == 0, done.stderr
-    assert "loop.app" in done.stdout.split()
+    imported = done.stdout.split()
+    assert "loop.app" in imported and "loop.api.runs" in imported  # subpackages too
 
 
 @pytest.mark.parametrize("entry_point", ENTRY_POINTS, ids=" ".join)

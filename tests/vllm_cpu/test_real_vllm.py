@@ -29,7 +29,7 @@ from tests.loop.conftest import EMPLOYEE, loop_service, stream_run
 from tests.modelsim.test_vllm_fidelity import FAMILIES, shape
 from tests.support import ServiceProcess, free_port, mcp_server, model_simulator
 
-pytestmark = pytest.mark.vllm
+pytestmark = [pytest.mark.vllm, pytest.mark.timeout(900)]  # a CPU server: minutes per run
 PLUGIN_SETTINGS = {
     "VLLM_TOOL_PARSER_PLUGIN": "json_tool_calls.py",
     "VLLM_TOOL_CALL_PARSER": "json_tool_calls",
