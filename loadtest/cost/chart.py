@@ -67,7 +67,7 @@ def draw(figures: Figures, title: str, unit: str, requests_per_day: float | None
         [0, x_max * figures.api_usd_per_request],
         color=API_COLOUR,
         lw=2.2,
-        label=f"API ({figures.api_usd_per_request:.3g} $/{unit})",
+        label=f"API, ${figures.api_usd_per_request:.3g} per {unit}",
     )
     for found, colour, name in (
         (figures.break_even_with_hidden, SELF_HOST_COLOUR, "break-even with hidden costs"),
@@ -76,6 +76,18 @@ def draw(figures: Figures, title: str, unit: str, requests_per_day: float | None
         if found is None:
             continue
         ax.axvline(found.requests_per_day, color=colour, lw=1, ls=":")
+        if found.cheaper_from_requests_per_day > found.requests_per_day * (1 + 1e-9):
+            # past the staircase's last window the API never wins again
+            ax.annotate(
+                f"self-hosting never dearer from\n{found.cheaper_from_requests_per_day:,.0f}",
+                (found.cheaper_from_requests_per_day, 0),
+                xytext=(0, 18),
+                textcoords="offset points",
+                ha="center",
+                fontsize=8,
+                color=colour,
+                arrowprops={"arrowstyle": "->", "color": colour},
+            )
         ax.plot([found.requests_per_day], [found.usd_per_day], "o", color=colour, ms=8)
         ax.annotate(
             f"{name}\n{found.requests_per_day:,.0f} {unit}s/day, ${found.usd_per_day:,.0f}/day",
@@ -87,7 +99,13 @@ def draw(figures: Figures, title: str, unit: str, requests_per_day: float | None
             bbox={"boxstyle": "round,pad=0.25", "fc": "white", "ec": colour, "alpha": 0.9},
         )
     if requests_per_day is not None:
-        ax.axvline(requests_per_day, color="#555", lw=1, ls="-.", label="expected volume")
+        ax.axvline(
+            requests_per_day,
+            color="#555",
+            lw=1,
+            ls="-.",
+            label=f"expected volume, {requests_per_day:,.0f} {unit}s/day",
+        )
     if figures.break_even_with_hidden is None:
         ax.text(
             0.5,

@@ -192,12 +192,20 @@ def assumptions(inputs: Inputs, figures: Figures, sources: dict[str, Source]) ->
     rows: list[list[str]] = []
     if w.summary is not None:
         slo = w.summary.get("slo") or {}
+        limits = ", ".join(
+            f"{name} ≤ {slo[key]:g} ms"
+            for name, key in (
+                ("TTFT p99", "ttft_p99_ms"),
+                ("ITL p99", "itl_p99_ms"),
+                ("run p95", "run_p95_ms"),
+            )
+            if isinstance(slo.get(key), int | float)
+        )
         rows.append(
             [
                 "load test",
                 f"step {w.summary['step']} ({w.summary['users']} users), the highest that met "
-                f"the SLO: TTFT p99 ≤ {slo.get('ttft_p99_ms')} ms, ITL p99 ≤ "
-                f"{slo.get('itl_p99_ms')} ms, run p95 ≤ {slo.get('run_p95_ms')} ms",
+                f"the SLO ({limits or 'not recorded'})",
                 w.summary["path"],
             ]
         )
