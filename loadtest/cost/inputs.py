@@ -240,9 +240,14 @@ def _from_summary(
 
 def prompt_tokens(loaded: Loaded) -> PromptTokens:
     """Both system prompts as one chat message each, counted as the loop and simulator count."""
-    from loop.engine import SYSTEM_PROMPT  # the prompt the fine-tune was trained with
+    from loop.settings import LoopSettings
 
-    finetune = tokens.message_tokens({"role": "system", "content": SYSTEM_PROMPT})
+    # The loop's default prompt (LOOP_SYSTEM_PROMPT), the one the fine-tune was trained with;
+    # read from the settings field because the constant's home module may move.
+    trained = LoopSettings.model_fields["system_prompt"].default
+    if not isinstance(trained, str):
+        raise TypeError("LoopSettings.system_prompt has no default text")
+    finetune = tokens.message_tokens({"role": "system", "content": trained})
     path = loaded.api_prompt_path
     if path is None:
         return PromptTokens(finetune, finetune, "")

@@ -221,7 +221,7 @@ def assumptions(inputs: Inputs, figures: Figures, sources: dict[str, Source]) ->
         [
             "fine-tune system prompt",
             f"{count(p.finetune)} tokens",
-            "loop.engine.SYSTEM_PROMPT, counted by common.tokens",
+            "the loop's default (LOOP_SYSTEM_PROMPT), counted by common.tokens",
         ],
         [
             "API system prompt",
