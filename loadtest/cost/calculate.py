@@ -164,9 +164,8 @@ def _scaled(inputs: Inputs, name: str, factor: float) -> Inputs:
     if name == "capacity per replica":
         return replace(inputs, workload=replace(w, capacity_per_s=w.capacity_per_s * factor))
     if name == "busy hours per day":
-        # a day has 24 hours, and GPUs paid for fewer serve only inside them
-        cap = HOURS_PER_DAY if s.billing_hours_per_day == HOURS_PER_DAY else s.billing_hours_per_day
-        hours = min(cap, s.busy_hours_per_day * factor)
+        # GPUs paid for fewer hours than the day has serve only inside them
+        hours = min(s.billing_hours_per_day, s.busy_hours_per_day * factor)
         return replace(inputs, settings=s.model_copy(update={"busy_hours_per_day": hours}))
     if name == "hidden fixed costs":
         update = {

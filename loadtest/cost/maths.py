@@ -30,9 +30,11 @@ class Traffic:
     def peak_per_daily_request(self) -> float:
         """Requests/s at the day's peak for each request a day: the busy hours' rate at their
         busiest, or the quiet hours' rate if those are busier (a badly chosen profile)."""
-        busy = self.busy_share * self.peak_factor / (self.busy_hours_per_day * SECONDS_PER_HOUR)
         quiet_hours = HOURS_PER_DAY - self.busy_hours_per_day
-        quiet = (1 - self.busy_share) / (quiet_hours * SECONDS_PER_HOUR) if quiet_hours else 0.0
+        # with no quiet hours left, every request falls in the busy ones
+        share = self.busy_share if quiet_hours else 1.0
+        busy = share * self.peak_factor / (self.busy_hours_per_day * SECONDS_PER_HOUR)
+        quiet = (1 - share) / (quiet_hours * SECONDS_PER_HOUR) if quiet_hours else 0.0
         return max(busy, quiet)
 
     def peak_to_mean(self) -> float:

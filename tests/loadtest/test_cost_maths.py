@@ -117,6 +117,25 @@ def test_a_case_computed_by_hand():
     assert at.self_host_usd_per_million_tokens == pytest.approx(3.344)
     # at capacity: $4/h ÷ 3600 s ÷ 2 req/s = $0.000556 per request
     assert f.self_host_usd_per_request_at_capacity == pytest.approx(4 / 3600 / 2)
+    # sensitivity ±25 %: GPU $1.50/h → g = $72, a·c − g = 43.2, n = ceil(130 / 43.2) = 4,
+    # (4 × 72 + 130) / 0.003 = 139,333.3; GPU $2.50/h → g = $120 > 115.2: never.
+    # capacity 2.5/s → c = 48,000, margin 144 − 96 = 48, n = 3, (3 × 96 + 130) / 0.003 = 139,333.3;
+    # capacity 1.5/s → a·c = 86.4 < 96: never. Hidden costs × 0.75 = 97.5 → n = ceil(5.08) = 6,
+    # (6 × 96 + 97.5) / 0.003 = 224,500; × 1.25 = 162.5 → n = 9, (9 × 96 + 162.5) / 0.003 = 342,166.7
+    swings = {x.name: x for x in f.sensitivity}
+    gpu, capacity, hidden = (
+        swings["GPU $/h"],
+        swings["capacity per replica"],
+        swings["hidden fixed costs"],
+    )
+    assert (gpu.low, gpu.high) == (pytest.approx(1.5), pytest.approx(2.5))
+    assert gpu.break_even_low == pytest.approx(139_333.333333) and gpu.break_even_high is None
+    assert capacity.break_even_low is None
+    assert capacity.break_even_high == pytest.approx(139_333.333333)
+    assert hidden.break_even_low == pytest.approx(224_500)
+    assert hidden.break_even_high == pytest.approx(342_166.666667)
+    # a swing that turns the answer into "never" ranks above any finite one
+    assert f.sensitivity[-1].name == "hidden fixed costs"  # the only finite swing here
 
 
 def test_replicas_are_whole_and_sized_for_the_peak():
@@ -159,6 +178,8 @@ def test_daily_cost_is_a_staircase():
         (Traffic(8, 1.0, 1.25), 3.75),
         # a profile whose quiet hours are the busier ones: those set the peak
         (Traffic(12, 0.05), 1.9),  # 0.95 × 24 / 12
+        # no quiet hours left (a sensitivity step can push busy hours to 24): all of it in 24 h
+        (Traffic(24, 0.9), 1.0),
     ],
 )
 def test_peak_to_mean_and_utilisation_at_a_full_replica(traffic, peak_to_mean):
