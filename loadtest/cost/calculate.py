@@ -14,10 +14,16 @@ from common.cost import (
 )
 
 from .inputs import PromptTokens, Workload
-from .maths import FLAT, BreakEven, SelfHost, Traffic, break_even, fixed_usd_per_day
+from .maths import (
+    FLAT,
+    HOURS_PER_DAY,
+    BreakEven,
+    SelfHost,
+    Traffic,
+    break_even,
+    fixed_usd_per_day,
+)
 from .settings import CalculatorSettings
-
-HOURS_PER_DAY = 24
 
 
 @dataclass(frozen=True)

@@ -119,7 +119,7 @@ def workload(summary_path: Path | None, loaded: Loaded) -> Workload:
                 f"{', '.join(unset)} not set (give one or the other)"
             )
         measured: dict[str, float] = {"model_calls": 1.0}
-        notes: list[str] = []
+        notes: list[tuple[str, str]] = []
         unit, facts = "request", None
         origin = {"model_calls": "one model call per request (default)"}
     else:
@@ -151,14 +151,15 @@ def workload(summary_path: Path | None, loaded: Loaded) -> Workload:
         output_tokens=values["output_tokens"],
         model_calls=values["model_calls"],
         sources=where,
-        warnings=tuple(notes),
+        # a caveat about a figure the settings replaced no longer applies
+        warnings=tuple(note for name, note in notes if explicit[name] is None),
         summary=facts,
     )
 
 
 def _from_summary(
     summary: dict[str, Any], path: Path, s: CalculatorSettings
-) -> tuple[dict[str, float], str, list[str], dict[str, Any]]:
+) -> tuple[dict[str, float], str, list[tuple[str, str]], dict[str, Any]]:
     capacity = summary["capacity_at_slo"]
     runs = _number(capacity, "runs_per_s", path)
     requests = _number(capacity, "model_requests_per_s", path)
@@ -166,7 +167,7 @@ def _from_summary(
     tokens_out = _number(capacity, "output_tokens_per_s", path)
     steps = summary.get("steps") or []
     step = next((x for x in steps if x.get("step") == capacity["step"]), None)
-    notes: list[str] = []
+    notes: list[tuple[str, str]] = []  # (figure, a caveat about its value)
     basis: dict[str, str] = {}
     if runs > 0:
         # A request is one agent run: the unit a user of the copilot asks for and pays for.
@@ -179,17 +180,18 @@ def _from_summary(
         if not isinstance(calls, int | float) or calls < 1:
             calls = 1.0
             basis["model_calls"] = "assumed: the summary has no turns per run"
-            notes.append("the summary has no turns per run: one model call per run assumed")
+            notes.append(("model_calls", "the summary has no turns per run: one call assumed"))
         if s.capacity_basis == "runs":
             capacity_per_s = runs
             basis["capacity_per_s"] = "runs/s of the capacity step"
             if requests > 0:
-                notes.append(
+                mixed = (
                     f"the capacity step also served {requests:.3g} raw model requests/s besides "
                     f"{runs:.3g} runs/s, so runs/s understates a replica that serves only runs: "
                     "load with agent users only (--user-classes agent) or set "
                     "capacity_basis = tokens"
                 )
+                notes.append(("capacity_per_s", mixed))
         elif s.capacity_basis == "tokens":
             per_run = per_run_in + per_run_out
             capacity_per_s = (tokens_in + tokens_out) / per_run if per_run else 0.0
@@ -225,8 +227,11 @@ def _from_summary(
     last = max((x.get("step", -1) for x in steps), default=capacity["step"])
     if capacity["step"] == last:
         notes.append(
-            f"the highest step tested ({capacity['users']} users) still met the SLO, so a "
-            "replica's real capacity is higher than this: add steps until one fails"
+            (
+                "capacity_per_s",
+                f"the highest step tested ({capacity['users']} users) still met the SLO, so a "
+                "replica's real capacity is higher than this: add steps until one fails",
+            )
         )
     facts = {
         "path": str(path),

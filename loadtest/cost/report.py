@@ -37,10 +37,6 @@ def share(value: float) -> str:
     return f"{value:.0%}"
 
 
-def _number(value: float) -> str:
-    return f"{value:g}" if value < 1e6 else f"{value:,.0f}"
-
-
 def title(inputs: Inputs) -> str:
     s = inputs.settings
     return (

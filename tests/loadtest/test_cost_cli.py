@@ -64,6 +64,23 @@ def write_summary(folder: Path) -> Path:
     return path
 
 
+def _model(start: float) -> dict:
+    return {
+        "kind": "model",
+        "name": "chat",
+        "start": start,
+        "end": start + 0.1,
+        "ok": True,
+        "error": None,
+        "ttft_ms": 50.0,
+        "itl_ms": [10.0],
+        "tpot_ms": 10.0,
+        "e2e_ms": 60.0,
+        "prompt_tokens": 1500,
+        "output_tokens": 2,
+    }
+
+
 def run(capsys, *argv: str) -> tuple[int, str, str]:
     status = main(list(argv))
     captured = capsys.readouterr()
@@ -93,6 +110,22 @@ def test_writes_the_four_results_next_to_the_summary(tmp_path, capsys):
     for needle in ("H200", "$3.59/h", "GPT-5 mini", "office_hours", "summary.json", "2026-03"):
         assert needle in out, needle
     assert "Sensitivity" in out and "Break-even" in out
+
+
+def test_the_report_says_when_the_capacity_is_only_a_lower_bound(tmp_path, capsys):
+    # one step, met: the limit was never found; agent and model users shared it
+    records = [_agent(t / 2, 1000) for t in range(20)] + [_model(t / 4) for t in range(40)]
+    summary = summarise(records, [{"step": 0, "users": 6, "start": 0.0}], Slo(200, 50, 5000))
+    path = tmp_path / "run" / "summary.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(summary))
+    status, out, _ = run(capsys, str(path))
+    assert status == 0
+    assert "still met the SLO" in out and "raw model requests/s" in out
+    # both caveats are about the capacity: given explicitly, they no longer apply
+    status, out, _ = run(capsys, str(path), "--capacity-requests-per-s", "3")
+    assert status == 0
+    assert "still met the SLO" not in out and "raw model requests/s" not in out
 
 
 def test_explicit_numbers_need_no_summary(tmp_path, capsys):
