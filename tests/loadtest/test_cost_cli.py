@@ -156,6 +156,16 @@ def test_the_newest_results_folder_is_the_default(tmp_path, monkeypatch, capsys)
     assert (newest.parent / "cost.json").exists()
 
 
+def test_no_summary_anywhere_is_a_clear_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("LOAD_RESULTS_DIR", str(tmp_path))
+    status, out, err = run(capsys)
+    assert (status, out) == (2, "")
+    assert err == (
+        f"configuration error: SUMMARY: none given and no */summary.json under {tmp_path} "
+        "(run `make load` first, or set capacity_requests_per_s and the tokens per request)\n"
+    )
+
+
 def test_layers_preset_file_environment_flag():
     # the preset fills the price, the file names the preset, a variable and a flag win in turn
     file_only = load(EXAMPLE, {}, {})
