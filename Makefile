@@ -81,6 +81,16 @@ LOAD_ARGS ?=
 load: $(SYNCED) ## headless Locust load test on the local stack (results in var/loadtest/)
 	$(PY) -m loadtest $(LOAD_ARGS)
 
+# `make cost SUMMARY=var/loadtest/<time>/summary.json COST_SETTINGS=my-costs.toml
+# COST_ARGS="--gpu-preset h100-gpu-cloud-low"`: SUMMARY defaults to the newest `make load` result;
+# flags of `python -m loadtest.cost` in COST_ARGS win over the settings file (docs/loadtest.md).
+SUMMARY ?=
+COST_SETTINGS ?= loadtest/cost.example.toml
+COST_ARGS ?=
+.PHONY: cost
+cost: $(SYNCED) ## self-host vs API cost and break-even from a load test (cost.md/.json/.png/.html)
+	$(PY) -m loadtest.cost $(SUMMARY) $(if $(COST_SETTINGS),--settings $(COST_SETTINGS)) $(COST_ARGS)
+
 .PHONY: bench-loop
 bench-loop: $(SYNCED) ## benchmark the loop against the seed script's connect-per-run way
 	$(PY) benchmarks/loop_overhead.py

@@ -107,6 +107,7 @@ def test_every_documented_make_target_is_in_the_readme():
 
 
 def test_every_service_setting_is_in_the_configuration_page():
+    from loadtest.cost.settings import CalculatorSettings
     from loadtest.settings import LoadSettings
     from loop.settings import LoopSettings
     from mcp_server.settings import ServerSettings
@@ -117,7 +118,7 @@ def test_every_service_setting_is_in_the_configuration_page():
     variables = {v for row in listed for v in re.findall(r"`([A-Z][A-Z0-9_]*)`", row)}
     missing = [
         cls.model_config["env_prefix"] + name.upper()
-        for cls in (LoopSettings, ServerSettings, SimSettings, LoadSettings)
+        for cls in (LoopSettings, ServerSettings, SimSettings, LoadSettings, CalculatorSettings)
         for name in cls.model_fields
         if cls.model_config["env_prefix"] + name.upper() not in variables
     ]

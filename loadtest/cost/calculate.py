@@ -1,0 +1,278 @@
+"""From settings, workload and prompts to every figure of the report (no text, no files)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from common.cost import (
+    PER_MILLION,
+    api_usd_per_run,
+    self_hosted_usd_per_million_tokens,
+    self_hosted_usd_per_run,
+)
+
+from .inputs import PromptTokens, Workload
+from .maths import (
+    FLAT,
+    HOURS_PER_DAY,
+    BreakEven,
+    SelfHost,
+    Traffic,
+    break_even,
+    fixed_usd_per_day,
+)
+from .settings import CalculatorSettings
+
+
+@dataclass(frozen=True)
+class Inputs:
+    settings: CalculatorSettings
+    workload: Workload
+    prompts: PromptTokens
+
+
+@dataclass(frozen=True)
+class Point:
+    """Both options at one volume."""
+
+    requests_per_day: float
+    replicas: int
+    gpus: int
+    utilisation: float
+    self_host_usd_per_day: float
+    self_host_usd_per_request: float
+    self_host_usd_per_million_tokens: float
+    api_usd_per_day: float
+
+
+@dataclass(frozen=True)
+class Swing:
+    """The break-even (with the hidden costs) when one input moves down and up."""
+
+    name: str
+    low: float  # the input's value moved down
+    high: float
+    break_even_low: float | None
+    break_even_high: float | None
+
+
+@dataclass(frozen=True)
+class Figures:
+    api_input_tokens: float  # per request: the fine-tune's input + the longer prompt per call
+    api_output_tokens: float
+    api_usd_per_request: float
+    api_usd_per_million_tokens: float
+    self_host_usd_per_request_at_capacity: float  # a replica busy every paid hour, GPU only
+    self_host_usd_per_million_tokens_at_capacity: float
+    hidden_usd_per_day: dict[str, float]
+    with_hidden: SelfHost  # the traffic profile and the fixed costs
+    without_hidden: SelfHost  # traffic spread evenly over the paid hours, GPU time only
+    break_even_with_hidden: BreakEven | None
+    break_even_without_hidden: BreakEven | None
+    operating_point: Point
+    operating_point_is_setting: bool  # else one replica's daily capacity under the profile
+    staircase: list[Point]  # each replica count at its fullest
+    sensitivity: list[Swing]
+
+
+def traffic(s: CalculatorSettings) -> Traffic:
+    return Traffic(s.busy_hours_per_day, s.busy_share, s.peak_factor)
+
+
+def api_prices(s: CalculatorSettings) -> CalculatorSettings:
+    """The settings with the blended price, when given, in place of input and output prices."""
+    if s.api_blended_usd_per_million is None:
+        return s
+    blended = s.api_blended_usd_per_million
+    return s.model_copy(
+        update={"api_input_usd_per_million": blended, "api_output_usd_per_million": blended}
+    )
+
+
+def api_tokens(inputs: Inputs) -> tuple[float, float]:
+    """The API model's tokens per request: the same conversation, with the long system prompt
+    sent on every model call instead of the short one."""
+    w, p = inputs.workload, inputs.prompts
+    return w.input_tokens + w.model_calls * p.extra_per_call, w.output_tokens
+
+
+def api_usd_per_request(inputs: Inputs) -> float:
+    tokens_in, tokens_out = api_tokens(inputs)
+    return api_usd_per_run(tokens_in, tokens_out, api_prices(inputs.settings))
+
+
+def self_host(inputs: Inputs, hidden: bool) -> SelfHost:
+    s, w = inputs.settings, inputs.workload
+    if hidden:
+        fixed = fixed_usd_per_day(
+            s.ops_usd_per_month,
+            s.retraining_usd,
+            s.retraining_every_days,
+            s.storage_egress_usd_per_month,
+        )
+        shape = traffic(s)
+    else:
+        # The seed article's view: every paid GPU hour busy, nothing but GPU time.
+        fixed = 0.0
+        hours = s.billing_hours_per_day
+        shape = FLAT if hours == HOURS_PER_DAY else Traffic(hours, 1.0, 1.0)
+    return SelfHost(
+        replica_usd_per_hour=s.gpu_hourly_usd * s.gpu_count,
+        billing_hours_per_day=s.billing_hours_per_day,
+        capacity_per_s=w.capacity_per_s,
+        traffic=shape,
+        fixed_usd_per_day=fixed,
+    )
+
+
+def point(inputs: Inputs, option: SelfHost, requests_per_day: float) -> Point:
+    w = inputs.workload
+    usd = option.usd_per_day(requests_per_day)
+    replicas = option.replicas(requests_per_day)
+    daily_tokens = requests_per_day * (w.input_tokens + w.output_tokens)
+    return Point(
+        requests_per_day=requests_per_day,
+        replicas=replicas,
+        gpus=replicas * inputs.settings.gpu_count,
+        utilisation=option.utilisation(requests_per_day),
+        self_host_usd_per_day=usd,
+        self_host_usd_per_request=usd / requests_per_day,
+        self_host_usd_per_million_tokens=usd / daily_tokens * PER_MILLION,
+        api_usd_per_day=requests_per_day * api_usd_per_request(inputs),
+    )
+
+
+def _scaled(inputs: Inputs, name: str, factor: float) -> Inputs:
+    s, w, p = inputs.settings, inputs.workload, inputs.prompts
+    if name == "GPU $/h":
+        return replace(
+            inputs, settings=s.model_copy(update={"gpu_hourly_usd": s.gpu_hourly_usd * factor})
+        )
+    if name == "API prices":
+        blended = s.api_blended_usd_per_million
+        update = {
+            "api_input_usd_per_million": s.api_input_usd_per_million * factor,
+            "api_output_usd_per_million": s.api_output_usd_per_million * factor,
+            "api_blended_usd_per_million": None if blended is None else blended * factor,
+        }
+        return replace(inputs, settings=s.model_copy(update=update))
+    if name == "tokens per request":
+        # every token the API bills: the conversation's and the long prompt's
+        return replace(
+            inputs,
+            workload=replace(
+                w, input_tokens=w.input_tokens * factor, output_tokens=w.output_tokens * factor
+            ),
+            prompts=replace(p, finetune=p.finetune * factor, api=p.api * factor),
+        )
+    if name == "capacity per replica":
+        return replace(inputs, workload=replace(w, capacity_per_s=w.capacity_per_s * factor))
+    if name == "busy hours per day":
+        # GPUs paid for fewer hours than the day has serve only inside them
+        hours = min(s.billing_hours_per_day, s.busy_hours_per_day * factor)
+        return replace(inputs, settings=s.model_copy(update={"busy_hours_per_day": hours}))
+    if name == "hidden fixed costs":
+        update = {
+            "ops_usd_per_month": s.ops_usd_per_month * factor,
+            "retraining_usd": s.retraining_usd * factor,
+            "storage_egress_usd_per_month": s.storage_egress_usd_per_month * factor,
+        }
+        return replace(inputs, settings=s.model_copy(update=update))
+    raise ValueError(name)
+
+
+def _values(inputs: Inputs) -> dict[str, Callable[[Inputs], float]]:
+    """The inputs the sensitivity table moves, and how to read each one's value."""
+    values: dict[str, Callable[[Inputs], float]] = {
+        "GPU $/h": lambda i: i.settings.gpu_hourly_usd,
+        "API prices": lambda i: api_usd_per_request(i),
+        "tokens per request": lambda i: sum(api_tokens(i)),
+        "capacity per replica": lambda i: i.workload.capacity_per_s,
+    }
+    s = inputs.settings
+    if s.busy_hours_per_day < HOURS_PER_DAY:
+        values["busy hours per day"] = lambda i: i.settings.busy_hours_per_day
+    if s.ops_usd_per_month or s.retraining_usd or s.storage_egress_usd_per_month:
+        values["hidden fixed costs"] = lambda i: fixed_usd_per_day(
+            i.settings.ops_usd_per_month,
+            i.settings.retraining_usd,
+            i.settings.retraining_every_days,
+            i.settings.storage_egress_usd_per_month,
+        )
+    return values
+
+
+def _break_even_with_hidden(inputs: Inputs) -> float | None:
+    found = break_even(self_host(inputs, hidden=True), api_usd_per_request(inputs))
+    return None if found is None else found.requests_per_day
+
+
+def sensitivity(inputs: Inputs) -> list[Swing]:
+    """Each top input × (1 ∓ step), the others held; the widest swing first."""
+    step = inputs.settings.sensitivity_step
+    swings = []
+    for name, read in _values(inputs).items():
+        low, high = _scaled(inputs, name, 1 - step), _scaled(inputs, name, 1 + step)
+        swings.append(
+            Swing(
+                name,
+                read(low),
+                read(high),
+                _break_even_with_hidden(low),
+                _break_even_with_hidden(high),
+            )
+        )
+    base = _break_even_with_hidden(inputs)
+
+    def width(swing: Swing) -> float:
+        low, high = swing.break_even_low, swing.break_even_high
+        if low is None or high is None:
+            # the answer turns into "never" at one end (or from it): the widest swing there is
+            return math.inf if any(x is not None for x in (low, high, base)) else 0.0
+        return abs(high - low)
+
+    return sorted(swings, key=width, reverse=True)
+
+
+def calculate(inputs: Inputs) -> Figures:
+    s, w = inputs.settings, inputs.workload
+    api_in, api_out = api_tokens(inputs)
+    api_request = api_usd_per_request(inputs)
+    with_hidden, without_hidden = self_host(inputs, hidden=True), self_host(inputs, hidden=False)
+    replica_hourly = with_hidden.replica_usd_per_hour
+    found = break_even(with_hidden, api_request)
+    volume = s.requests_per_day or with_hidden.requests_per_replica_day
+    # the staircase: each replica count at its fullest, up to past the volumes that matter
+    top = max(
+        3,
+        with_hidden.replicas(volume) + 1,
+        (found.replicas + 1) if found else 0,
+    )
+    per_replica = with_hidden.requests_per_replica_day
+    return Figures(
+        api_input_tokens=api_in,
+        api_output_tokens=api_out,
+        api_usd_per_request=api_request,
+        api_usd_per_million_tokens=api_request / (api_in + api_out) * PER_MILLION,
+        self_host_usd_per_request_at_capacity=self_hosted_usd_per_run(
+            replica_hourly, w.capacity_per_s
+        ),
+        self_host_usd_per_million_tokens_at_capacity=self_hosted_usd_per_million_tokens(
+            replica_hourly, w.capacity_per_s * (w.input_tokens + w.output_tokens)
+        ),
+        hidden_usd_per_day={
+            "ops labour": fixed_usd_per_day(s.ops_usd_per_month, 0, 1, 0),
+            "retraining": fixed_usd_per_day(0, s.retraining_usd, s.retraining_every_days, 0),
+            "storage and egress": fixed_usd_per_day(0, 0, 1, s.storage_egress_usd_per_month),
+        },
+        with_hidden=with_hidden,
+        without_hidden=without_hidden,
+        break_even_with_hidden=found,
+        break_even_without_hidden=break_even(without_hidden, api_request),
+        operating_point=point(inputs, with_hidden, volume),
+        operating_point_is_setting=s.requests_per_day is not None,
+        staircase=[point(inputs, with_hidden, n * per_replica) for n in range(1, top + 1)],
+        sensitivity=sensitivity(inputs),
+    )

@@ -1,0 +1,265 @@
+"""The measured inputs: capacity and tokens per request from a load test's summary.json, and the
+two system prompts' lengths, counted with the stack's tokenizer rather than guessed."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from common import tokens
+
+from ..results import SUMMARY_FILE
+from .settings import CalculatorSettings, Loaded, SettingError
+
+# What results._capacity writes; a summary without them cannot be costed.
+CAPACITY_FIELDS = (
+    "step",
+    "users",
+    "runs_per_s",
+    "model_requests_per_s",
+    "output_tokens_per_s",
+    "input_tokens_per_s",
+    "prompt_tokens_per_run",
+    "output_tokens_per_run",
+)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One request as the cost maths sees it, and what one replica serves at the SLO."""
+
+    unit: str  # "agent run" or "model request"
+    capacity_per_s: float  # requests/s per replica at the SLO
+    input_tokens: float  # per request, with the fine-tune's short prompt
+    output_tokens: float
+    model_calls: float  # model calls per request; each one resends the system prompt
+    sources: dict[str, str] = field(default_factory=dict)  # figure → where it came from
+    warnings: tuple[str, ...] = ()
+    summary: dict[str, Any] | None = None  # what the summary said, for the report
+
+
+@dataclass(frozen=True)
+class PromptTokens:
+    finetune: float  # the loop's trained three sentences
+    api: float  # the full rules and few-shot examples a general model needs
+    api_file: str  # as the setting gave it; "" when the API gets the fine-tune's prompt
+
+    @property
+    def extra_per_call(self) -> float:
+        return self.api - self.finetune
+
+
+def newest_summary(results_dir: Path) -> Path | None:
+    """The newest `make load` result: its folders are named by start time (YYYYmmdd-HHMMSS)."""
+    found = sorted(results_dir.glob(f"*/{SUMMARY_FILE}"), key=lambda p: p.parent.name)
+    return found[-1] if found else None
+
+
+def read_summary(path: Path) -> dict[str, Any]:
+    try:
+        summary = json.loads(path.read_text())
+    except OSError as error:
+        raise SettingError(f"SUMMARY: cannot read {path}: {error.strerror}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise SettingError(f"SUMMARY: {path} is not JSON: {error}") from None
+    if not isinstance(summary, dict) or "capacity_at_slo" not in summary:
+        raise SettingError(
+            f"SUMMARY: {path} has no capacity_at_slo (not a summary.json of python -m loadtest)"
+        )
+    capacity = summary["capacity_at_slo"]
+    if capacity is None:
+        raise SettingError(
+            f"SUMMARY: {path}: capacity_at_slo is null: no step met the SLO, so there is no "
+            "capacity to cost (load lighter, or set capacity_requests_per_s)"
+        )
+    if not isinstance(capacity, dict):
+        raise SettingError(f"SUMMARY: {path}: capacity_at_slo is not an object")
+    missing = [name for name in CAPACITY_FIELDS if name not in capacity]
+    if missing:
+        raise SettingError(
+            f"SUMMARY: {path}: capacity_at_slo lacks {', '.join(missing)} "
+            "(written by an older python -m loadtest?)"
+        )
+    return summary
+
+
+def _number(capacity: dict[str, Any], name: str, path: Path) -> float:
+    value = capacity[name]
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+        raise SettingError(f"SUMMARY: {path}: capacity_at_slo.{name} is not a number: {value!r}")
+    if value < 0:
+        raise SettingError(f"SUMMARY: {path}: capacity_at_slo.{name} is negative: {value!r}")
+    return float(value)
+
+
+def workload(summary_path: Path | None, loaded: Loaded) -> Workload:
+    """The request's figures: the summary's capacity step, each overridden by a setting."""
+    s, sources = loaded.settings, loaded.sources
+    explicit = {
+        "capacity_per_s": s.capacity_requests_per_s,
+        "input_tokens": s.input_tokens_per_request,
+        "output_tokens": s.output_tokens_per_request,
+        "model_calls": s.model_calls_per_request,
+    }
+    setting_of = {
+        "capacity_per_s": "capacity_requests_per_s",
+        "input_tokens": "input_tokens_per_request",
+        "output_tokens": "output_tokens_per_request",
+        "model_calls": "model_calls_per_request",
+    }
+    if summary_path is None:
+        needed = [setting_of[k] for k in ("capacity_per_s", "input_tokens", "output_tokens")]
+        unset = [name for name in needed if getattr(s, name) is None]
+        if unset:
+            raise SettingError(
+                "SUMMARY: no summary.json given or found, and "
+                f"{', '.join(unset)} not set (give one or the other)"
+            )
+        measured: dict[str, float] = {"model_calls": 1.0}
+        notes: list[tuple[str, str]] = []
+        unit, facts = "request", None
+        origin = {"model_calls": "one model call per request (default)"}
+    else:
+        measured, unit, notes, facts = _from_summary(read_summary(summary_path), summary_path, s)
+        origin = {name: f"summary.json, {facts['basis'][name]}" for name in measured}
+    values: dict[str, float] = {}
+    where: dict[str, str] = {}
+    for name, value in explicit.items():
+        if value is not None:
+            values[name] = value
+            where[name] = sources[setting_of[name]].origin
+        else:
+            values[name] = measured[name]
+            where[name] = origin[name]
+    if values["input_tokens"] + values["output_tokens"] <= 0:
+        raise SettingError(
+            f"{sources['input_tokens_per_request'].setting}: a request of no tokens costs "
+            "nothing at an API: set input_tokens_per_request or output_tokens_per_request"
+        )
+    if values["capacity_per_s"] <= 0:
+        raise SettingError(
+            f"SUMMARY: {summary_path}: the capacity step served no requests "
+            "(set capacity_requests_per_s)"
+        )
+    return Workload(
+        unit=unit,
+        capacity_per_s=values["capacity_per_s"],
+        input_tokens=values["input_tokens"],
+        output_tokens=values["output_tokens"],
+        model_calls=values["model_calls"],
+        sources=where,
+        # a caveat about a figure the settings replaced no longer applies
+        warnings=tuple(note for name, note in notes if explicit[name] is None),
+        summary=facts,
+    )
+
+
+def _from_summary(
+    summary: dict[str, Any], path: Path, s: CalculatorSettings
+) -> tuple[dict[str, float], str, list[tuple[str, str]], dict[str, Any]]:
+    capacity = summary["capacity_at_slo"]
+    runs = _number(capacity, "runs_per_s", path)
+    requests = _number(capacity, "model_requests_per_s", path)
+    tokens_in = _number(capacity, "input_tokens_per_s", path)
+    tokens_out = _number(capacity, "output_tokens_per_s", path)
+    steps = summary.get("steps") or []
+    step = next((x for x in steps if x.get("step") == capacity["step"]), None)
+    notes: list[tuple[str, str]] = []  # (figure, a caveat about its value)
+    basis: dict[str, str] = {}
+    if runs > 0:
+        # A request is one agent run: the unit a user of the copilot asks for and pays for.
+        unit = "agent run"
+        per_run_in = _number(capacity, "prompt_tokens_per_run", path)
+        per_run_out = _number(capacity, "output_tokens_per_run", path)
+        agent = (step or {}).get("agent") or {}
+        calls = agent.get("turns_per_run")
+        basis["model_calls"] = "turns per run of the capacity step"
+        if not isinstance(calls, int | float) or calls < 1:
+            calls = 1.0
+            basis["model_calls"] = "assumed: the summary has no turns per run"
+            notes.append(("model_calls", "the summary has no turns per run: one call assumed"))
+        if s.capacity_basis == "runs":
+            capacity_per_s = runs
+            basis["capacity_per_s"] = "runs/s of the capacity step"
+            if requests > 0:
+                mixed = (
+                    f"the capacity step also served {requests:.3g} raw model requests/s besides "
+                    f"{runs:.3g} runs/s, so runs/s understates a replica that serves only runs: "
+                    "load with agent users only (--user-classes agent) or set "
+                    "capacity_basis = tokens"
+                )
+                notes.append(("capacity_per_s", mixed))
+        elif s.capacity_basis == "tokens":
+            per_run = per_run_in + per_run_out
+            capacity_per_s = (tokens_in + tokens_out) / per_run if per_run else 0.0
+            basis["capacity_per_s"] = "all tokens/s of the capacity step ÷ tokens per run"
+        else:
+            capacity_per_s = tokens_out / per_run_out if per_run_out else 0.0
+            basis["capacity_per_s"] = "output tokens/s of the capacity step ÷ output per run"
+        measured = {
+            "capacity_per_s": capacity_per_s,
+            "input_tokens": per_run_in,
+            "output_tokens": per_run_out,
+            "model_calls": float(calls),
+        }
+        basis |= {"input_tokens": "prompt tokens per run", "output_tokens": "output tokens per run"}
+    elif requests > 0:
+        unit = "model request"
+        measured = {
+            "capacity_per_s": requests,
+            "input_tokens": tokens_in / requests,
+            "output_tokens": tokens_out / requests,
+            "model_calls": 1.0,
+        }
+        basis = {
+            "capacity_per_s": "model requests/s of the capacity step",
+            "input_tokens": "input tokens/s ÷ requests/s",
+            "output_tokens": "output tokens/s ÷ requests/s",
+            "model_calls": "one call per model request",
+        }
+    else:
+        raise SettingError(
+            f"SUMMARY: {path}: capacity_at_slo has no runs or model requests per second"
+        )
+    last = max((x.get("step", -1) for x in steps), default=capacity["step"])
+    if capacity["step"] == last:
+        notes.append(
+            (
+                "capacity_per_s",
+                f"the highest step tested ({capacity['users']} users) still met the SLO, so a "
+                "replica's real capacity is higher than this: add steps until one fails",
+            )
+        )
+    facts = {
+        "path": str(path),
+        "step": capacity["step"],
+        "users": capacity["users"],
+        "slo": summary.get("slo"),
+        "basis": basis,
+    }
+    return measured, unit, notes, facts
+
+
+def prompt_tokens(loaded: Loaded) -> PromptTokens:
+    """Both system prompts as one chat message each, counted as the loop and simulator count."""
+    from loop.settings import LoopSettings
+
+    # The loop's default prompt (LOOP_SYSTEM_PROMPT), the one the fine-tune was trained with;
+    # read from the settings field because the constant's home module may move.
+    trained = LoopSettings.model_fields["system_prompt"].default
+    if not isinstance(trained, str):
+        raise TypeError("LoopSettings.system_prompt has no default text")
+    finetune = tokens.message_tokens({"role": "system", "content": trained})
+    path = loaded.api_prompt_path
+    if path is None:
+        return PromptTokens(finetune, finetune, "")
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as error:
+        setting = loaded.sources["api_system_prompt_file"].setting
+        raise SettingError(f"{setting}: cannot read {path}: {error}") from None
+    api = tokens.message_tokens({"role": "system", "content": text})
+    return PromptTokens(finetune, api, loaded.settings.api_system_prompt_file)

@@ -1,0 +1,100 @@
+"""Dated price presets (GPUs, commercial APIs) and traffic profiles.
+
+A preset only fills the settings the user left unset: any value from the settings file, a
+COST_* variable or a flag wins. Every price names its source and date, because list prices move
+every few months and a break-even is only as good as the price it was computed from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class GpuPreset:
+    gpu_name: str
+    gpu_hourly_usd: float  # one GPU, on-demand or spot as the source says
+    source: str
+    date: str
+
+    def values(self) -> dict[str, object]:
+        return {"gpu_name": self.gpu_name, "gpu_hourly_usd": self.gpu_hourly_usd}
+
+
+@dataclass(frozen=True)
+class ApiPreset:
+    api_model: str
+    api_input_usd_per_million: float
+    api_output_usd_per_million: float
+    source: str
+    date: str
+
+    def values(self) -> dict[str, object]:
+        return {
+            "api_model": self.api_model,
+            "api_input_usd_per_million": self.api_input_usd_per_million,
+            "api_output_usd_per_million": self.api_output_usd_per_million,
+        }
+
+
+@dataclass(frozen=True)
+class TrafficProfile:
+    busy_hours_per_day: float
+    busy_share: float  # of the day's requests, in the busy hours
+    peak_factor: float  # the busiest moment ÷ the busy hours' mean rate
+    description: str
+
+    def values(self) -> dict[str, object]:
+        return {
+            "busy_hours_per_day": self.busy_hours_per_day,
+            "busy_share": self.busy_share,
+            "peak_factor": self.peak_factor,
+        }
+
+
+# The defaults are the stack's own price defaults (common.cost.CostSettings), so the report and
+# the Cost dashboard start from the same numbers; a test holds them equal.
+DEFAULT_GPU_PRESET = "h200-runpod-spot"
+DEFAULT_API_PRESET = "gpt-5-mini"
+DEFAULT_TRAFFIC_PROFILE = "office_hours"
+
+GPU_PRESETS: dict[str, GpuPreset] = {
+    "h200-runpod-spot": GpuPreset("H200", 3.59, "RunPod list price, spot", "2026-03"),
+    "h200-runpod-on-demand": GpuPreset("H200", 6.35, "RunPod list price, on-demand", "2026-03"),
+    "h200-hyperscaler-low": GpuPreset(
+        "H200", 4.50, "hyperscaler list prices, low end of the $4.50–7 range", "2026"
+    ),
+    "h100-gpu-cloud-low": GpuPreset(
+        "H100", 1.49, "GPU-cloud list prices, low end of the $1.49–3.90 range", "2026"
+    ),
+    "h100-gpu-cloud-high": GpuPreset(
+        "H100", 3.90, "GPU-cloud list prices, high end of the $1.49–3.90 range", "2026"
+    ),
+    "h100-hyperscaler-low": GpuPreset(
+        "H100", 3.50, "hyperscaler list prices, low end of the $3.50–7 range", "2026"
+    ),
+}
+
+API_PRESETS: dict[str, ApiPreset] = {
+    "gpt-5-mini": ApiPreset("GPT-5 mini", 0.25, 2.00, "OpenAI list price", "2026"),
+    "gpt-4.1-mini": ApiPreset("GPT-4.1 mini", 0.40, 1.60, "OpenAI list price", "2026"),
+    "claude-haiku-4.5": ApiPreset("Claude Haiku 4.5", 1.00, 5.00, "Anthropic list price", "2026"),
+    "gemini-3.5-flash": ApiPreset("Gemini 3.5 Flash", 1.50, 9.00, "Google list price", "2026"),
+    "llama-3.1-8b-hosted-low": ApiPreset(
+        "Llama-3.1-8B (hosted)", 0.03, 0.05, "hosted open-model providers, cheapest", "2026"
+    ),
+    "llama-3.1-8b-hosted-high": ApiPreset(
+        "Llama-3.1-8B (hosted)", 0.30, 0.61, "hosted open-model providers, dearest", "2026"
+    ),
+}
+
+TRAFFIC_PROFILES: dict[str, TrafficProfile] = {
+    "flat": TrafficProfile(24.0, 1.0, 1.0, "requests spread evenly over the whole day"),
+    # An internal leave assistant is used at work: most requests fall in one working day.
+    "office_hours": TrafficProfile(
+        9.0,
+        0.9,
+        1.0,
+        "90 % of the day's requests in 9 working hours, the rest spread over the night",
+    ),
+}

@@ -1,0 +1,389 @@
+"""The figures as tables (terminal and Markdown alike), JSON and an HTML page; every table is
+built once and rendered three ways, so the three never disagree."""
+
+from __future__ import annotations
+
+import html
+import unicodedata
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .calculate import Figures, Inputs, Point
+from .maths import BreakEven, SelfHost
+from .settings import Source
+
+
+@dataclass(frozen=True)
+class Table:
+    title: str
+    header: list[str]
+    rows: list[list[str]]
+
+
+def usd(value: float) -> str:
+    """Dollars with the digits that matter: $86.16, $1,234, $0.00163."""
+    if value >= 1000:
+        return f"${value:,.0f}"
+    if value >= 1:
+        return f"${value:,.2f}"
+    return f"${value:.3g}"
+
+
+def count(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def share(value: float) -> str:
+    return f"{value:.0%}"
+
+
+def title(inputs: Inputs) -> str:
+    s = inputs.settings
+    return (
+        f"Self-hosted fine-tune on {s.gpu_count} × {s.gpu_name} vs {s.api_model} "
+        f"(per {inputs.workload.unit})"
+    )
+
+
+def _break_even_row(name: str, found: BreakEven | None, gpus_per_replica: int) -> list[str]:
+    if found is None:
+        return [name, "never", "—", "—", "—"]
+    return [
+        name,
+        count(found.requests_per_day),
+        str(found.replicas * gpus_per_replica),
+        usd(found.usd_per_day),
+        count(found.cheaper_from_requests_per_day),
+    ]
+
+
+def tables(inputs: Inputs, figures: Figures) -> list[Table]:
+    s, w, p, f = inputs.settings, inputs.workload, inputs.prompts, figures
+    at = f.operating_point
+    volume = f"at {count(at.requests_per_day)} {w.unit}s/day"
+    extra = (
+        f" (+{count(p.extra_per_call)} × {w.model_calls:g} calls: longer prompt)"
+        if p.extra_per_call
+        else ""
+    )
+    per_request = Table(
+        f"Per {w.unit}",
+        ["figure", "self-hosted", f"API ({s.api_model})"],
+        [
+            ["input tokens", count(w.input_tokens), count(f.api_input_tokens) + extra],
+            ["output tokens", count(w.output_tokens), count(f.api_output_tokens)],
+            [
+                f"$ per {w.unit}, replica busy every paid hour (GPU only)",
+                usd(f.self_host_usd_per_request_at_capacity),
+                usd(f.api_usd_per_request),
+            ],
+            [
+                f"$ per {w.unit} {volume} (all costs)",
+                usd(at.self_host_usd_per_request),
+                usd(f.api_usd_per_request),
+            ],
+            [
+                "$ per 1M tokens (in + out), replica busy every paid hour",
+                usd(f.self_host_usd_per_million_tokens_at_capacity),
+                usd(f.api_usd_per_million_tokens),
+            ],
+            [
+                f"$ per 1M tokens (in + out) {volume}",
+                usd(at.self_host_usd_per_million_tokens),
+                usd(f.api_usd_per_million_tokens),
+            ],
+            [
+                f"$ per day {volume}",
+                f"{usd(at.self_host_usd_per_day)} ({at.gpus} GPU, "
+                f"{share(at.utilisation)} utilised)",
+                usd(at.api_usd_per_day),
+            ],
+        ],
+    )
+    hidden_total = sum(f.hidden_usd_per_day.values())
+    break_even = Table(
+        f"Break-even ({w.unit}s/day at which both cost the same)",
+        ["view", f"{w.unit}s/day", "GPUs", "$/day each", "self-hosting never dearer from"],
+        [
+            _break_even_row(
+                "without hidden costs: every paid GPU hour busy, GPU time only",
+                f.break_even_without_hidden,
+                s.gpu_count,
+            ),
+            _break_even_row(
+                f"with hidden costs: {s.traffic_profile} traffic (peak "
+                f"{f.with_hidden.traffic.peak_to_mean():.2f}× the mean), fixed "
+                f"{usd(hidden_total)}/day",
+                f.break_even_with_hidden,
+                s.gpu_count,
+            ),
+        ],
+    )
+    marked = [(x, "") for x in f.staircase]
+    if f.operating_point_is_setting:
+        marked.append((at, "  ← requests_per_day"))
+    marked.sort(key=lambda pair: pair[0].requests_per_day)
+    staircase = Table(
+        "Daily cost in whole GPUs (with hidden costs; each row: the most that many GPUs serve)",
+        [f"{w.unit}s/day", "GPUs", "utilisation", "self-host $/day", "API $/day", "cheaper"],
+        [_stair_row(x, mark) for x, mark in marked],
+    )
+    step = share(s.sensitivity_step)
+    sensitivity = Table(
+        f"Sensitivity: break-even with hidden costs when one input moves ±{step}",
+        ["input", f"−{step}", f"→ {w.unit}s/day", f"+{step}", f"→ {w.unit}s/day"],
+        [
+            [
+                x.name,
+                _input_value(x.name, x.low),
+                _maybe(x.break_even_low),
+                _input_value(x.name, x.high),
+                _maybe(x.break_even_high),
+            ]
+            for x in f.sensitivity
+        ],
+    )
+    return [per_request, break_even, staircase, sensitivity]
+
+
+def _stair_row(x: Point, mark: str) -> list[str]:
+    cheaper = "self-host" if x.self_host_usd_per_day < x.api_usd_per_day else "API"
+    return [
+        count(x.requests_per_day) + mark,
+        str(x.gpus),
+        share(x.utilisation),
+        usd(x.self_host_usd_per_day),
+        usd(x.api_usd_per_day),
+        cheaper,
+    ]
+
+
+def _maybe(value: float | None) -> str:
+    return "never" if value is None else count(value)
+
+
+def _input_value(name: str, value: float) -> str:
+    if name == "GPU $/h":
+        return usd(value) + "/h"
+    if name == "API prices":
+        return usd(value) + "/request"
+    if name == "hidden fixed costs":
+        return usd(value) + "/day"
+    if name == "capacity per replica":
+        return f"{value:.3g}/s"
+    if name == "busy hours per day":
+        return f"{value:g} h"
+    return count(value)
+
+
+def assumptions(inputs: Inputs, figures: Figures, sources: dict[str, Source]) -> Table:
+    """Every number the result depends on, with where it came from."""
+    s, w, p, f = inputs.settings, inputs.workload, inputs.prompts, figures
+
+    def src(*fields: str) -> str:
+        origins = dict.fromkeys(sources[x].origin for x in fields)
+        return "; ".join(origins)
+
+    peak = f.with_hidden.traffic.peak_to_mean()
+    rows: list[list[str]] = []
+    if w.summary is not None:
+        slo = w.summary.get("slo") or {}
+        limits = ", ".join(
+            f"{name} ≤ {slo[key]:g} ms"
+            for name, key in (
+                ("TTFT p99", "ttft_p99_ms"),
+                ("ITL p99", "itl_p99_ms"),
+                ("run p95", "run_p95_ms"),
+            )
+            if isinstance(slo.get(key), int | float)
+        )
+        rows.append(
+            [
+                "load test",
+                f"step {w.summary['step']} ({w.summary['users']} users), the highest that met "
+                f"the SLO ({limits or 'not recorded'})",
+                w.summary["path"],
+            ]
+        )
+    rows += [
+        [
+            "capacity per replica at the SLO",
+            f"{w.capacity_per_s:.4g} {w.unit}s/s",
+            w.sources["capacity_per_s"],
+        ],
+        ["input tokens per request (fine-tune)", count(w.input_tokens), w.sources["input_tokens"]],
+        ["output tokens per request", count(w.output_tokens), w.sources["output_tokens"]],
+        ["model calls per request", f"{w.model_calls:g}", w.sources["model_calls"]],
+        [
+            "fine-tune system prompt",
+            f"{count(p.finetune)} tokens",
+            "the loop's default (LOOP_SYSTEM_PROMPT), counted by common.tokens",
+        ],
+        [
+            "API system prompt",
+            f"{count(p.api)} tokens (+{count(p.extra_per_call)} per call)",
+            f"{p.api_file}, counted by common.tokens" if p.api_file else "the fine-tune's own",
+        ],
+        [
+            "GPU",
+            f"{s.gpu_name}, {usd(s.gpu_hourly_usd)}/h × {s.gpu_count} per replica",
+            src("gpu_name", "gpu_hourly_usd", "gpu_count"),
+        ],
+        ["GPU hours paid per day", f"{s.billing_hours_per_day:g}", src("billing_hours_per_day")],
+        [
+            "traffic",
+            f"{s.traffic_profile}: {share(s.busy_share)} of requests in {s.busy_hours_per_day:g} "
+            f"busy hours, peak factor {s.peak_factor:g} → peak {peak:.2f}× the mean",
+            src("traffic_profile", "busy_hours_per_day", "busy_share", "peak_factor"),
+        ],
+        [
+            "one replica serves a day",
+            f"{count(f.with_hidden.requests_per_replica_day)} {w.unit}s with the traffic profile, "
+            f"{count(f.without_hidden.requests_per_replica_day)} if spread evenly",
+            "capacity × 3600 s × hours ÷ peak factors",
+        ],
+        [
+            "ops labour",
+            f"{usd(s.ops_usd_per_month)}/month = {usd(f.hidden_usd_per_day['ops labour'])}/day",
+            src("ops_usd_per_month"),
+        ],
+        [
+            "retraining",
+            f"{usd(s.retraining_usd)} every {s.retraining_every_days:g} days = "
+            f"{usd(f.hidden_usd_per_day['retraining'])}/day",
+            src("retraining_usd", "retraining_every_days"),
+        ],
+        [
+            "storage and egress",
+            f"{usd(s.storage_egress_usd_per_month)}/month = "
+            f"{usd(f.hidden_usd_per_day['storage and egress'])}/day",
+            src("storage_egress_usd_per_month"),
+        ],
+    ]
+    if s.api_blended_usd_per_million is not None:
+        prices = f"{usd(s.api_blended_usd_per_million)} per 1M tokens, in and out alike"
+        where = src("api_blended_usd_per_million")
+    else:
+        prices = (
+            f"{usd(s.api_input_usd_per_million)} in / {usd(s.api_output_usd_per_million)} out "
+            "per 1M tokens"
+        )
+        where = src("api_input_usd_per_million", "api_output_usd_per_million")
+    rows.append([f"API {s.api_model}", prices, where])
+    if s.requests_per_day is not None:
+        rows.append(
+            ["expected volume", f"{count(s.requests_per_day)}/day", src("requests_per_day")]
+        )
+    rows.append(["month", "365 / 12 days", "calendar average"])
+    return Table("Assumptions", ["assumption", "value", "source"], rows)
+
+
+def _width(text: str) -> int:
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def markdown(heading: str, parts: list[Table], notes: list[str]) -> str:
+    """Pipe tables padded to line up in a terminal; the same text is valid Markdown."""
+    lines = [f"# {heading}", ""]
+    for table in parts:
+        widths = [
+            max(_width(row[i]) for row in [table.header, *table.rows])
+            for i in range(len(table.header))
+        ]
+
+        def line(cells: list[str], widths: list[int] = widths) -> str:
+            padded = [c + " " * (w - _width(c)) for c, w in zip(cells, widths, strict=True)]
+            return "| " + " | ".join(padded) + " |"
+
+        lines += [f"## {table.title}", "", line(table.header)]
+        lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+        lines += [line(row) for row in table.rows]
+        lines.append("")
+    if notes:
+        lines += ["## Notes", "", *[f"- {note}" for note in notes], ""]
+    return "\n".join(lines)
+
+
+def page(heading: str, parts: list[Table], notes: list[str], svg: str) -> str:
+    """One self-contained HTML file: the chart inline, then the same tables."""
+    body = [f"<h1>{html.escape(heading)}</h1>", f'<figure class="chart">{svg}</figure>']
+    for table in parts:
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in table.header)
+        rows = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
+            for row in table.rows
+        )
+        body.append(
+            f"<h2>{html.escape(table.title)}</h2>"
+            f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+        )
+    if notes:
+        items = "".join(f"<li>{html.escape(n)}</li>" for n in notes)
+        body.append(f"<h2>Notes</h2><ul>{items}</ul>")
+    return (
+        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{html.escape(heading)}</title><style>{STYLE}</style></head>"
+        f"<body>{''.join(body)}</body></html>\n"
+    )
+
+
+STYLE = (
+    "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;"
+    "color:#222}table{border-collapse:collapse;margin:.5em 0 1.5em}th,td{border:1px solid #ccc;"
+    "padding:.3em .6em;text-align:left;vertical-align:top}th{background:#f3f3f3}"
+    "figure.chart{margin:0}figure.chart svg{width:100%;height:auto}"
+)
+
+
+def _self_host_json(option: SelfHost) -> dict[str, Any]:
+    return {
+        **asdict(option),
+        "replica_usd_per_day": option.replica_usd_per_day,
+        "requests_per_replica_day": option.requests_per_replica_day,
+        "peak_to_mean": option.traffic.peak_to_mean(),
+    }
+
+
+def as_json(
+    inputs: Inputs, figures: Figures, sources: dict[str, Source], notes: list[str]
+) -> dict[str, Any]:
+    f = figures
+    return {
+        "unit": inputs.workload.unit,
+        "summary": inputs.workload.summary,
+        "settings": {
+            name: {"value": value, "source": sources[name].origin}
+            for name, value in inputs.settings.model_dump().items()
+        },
+        "workload": asdict(inputs.workload) | {"summary": None},
+        "prompts": asdict(inputs.prompts) | {"extra_per_call": inputs.prompts.extra_per_call},
+        "api": {
+            "input_tokens_per_request": f.api_input_tokens,
+            "output_tokens_per_request": f.api_output_tokens,
+            "usd_per_request": f.api_usd_per_request,
+            "usd_per_million_tokens": f.api_usd_per_million_tokens,
+        },
+        "self_host": {
+            "usd_per_request_at_capacity": f.self_host_usd_per_request_at_capacity,
+            "usd_per_million_tokens_at_capacity": f.self_host_usd_per_million_tokens_at_capacity,
+            "hidden_usd_per_day": f.hidden_usd_per_day,
+            "with_hidden_costs": _self_host_json(f.with_hidden),
+            "without_hidden_costs": _self_host_json(f.without_hidden),
+        },
+        "break_even": {
+            "with_hidden_costs": _maybe_dict(f.break_even_with_hidden),
+            "without_hidden_costs": _maybe_dict(f.break_even_without_hidden),
+        },
+        "operating_point": asdict(f.operating_point)
+        | {"from_setting": f.operating_point_is_setting},
+        "staircase": [asdict(x) for x in f.staircase],
+        "sensitivity": {
+            "step": inputs.settings.sensitivity_step,
+            "break_even_with_hidden_costs": [asdict(x) for x in f.sensitivity],
+        },
+        "notes": notes,
+    }
+
+
+def _maybe_dict(found: BreakEven | None) -> dict[str, Any] | None:
+    return None if found is None else asdict(found)

@@ -1,0 +1,255 @@
+"""The calculator's settings: defaults < preset < settings file < COST_* variables < flags.
+
+Each value keeps where it came from, so the report can print every assumption with its source
+and an error can name the very setting that is wrong (a file key, a variable or a flag).
+"""
+
+from __future__ import annotations
+
+import difflib
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError
+
+from common.cost import CostSettings
+from common.entrypoint import StartupError
+
+from .presets import (
+    API_PRESETS,
+    DEFAULT_API_PRESET,
+    DEFAULT_GPU_PRESET,
+    DEFAULT_TRAFFIC_PROFILE,
+    GPU_PRESETS,
+    TRAFFIC_PROFILES,
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_API_PROMPT = "loadtest/prompts/api_system_prompt.txt"
+ENV_PREFIX = "COST_"
+
+
+class SettingError(StartupError):
+    """A setting, the summary or a prompt file cannot be used; the message names which."""
+
+
+class CalculatorSettings(CostSettings):
+    """COST_* settings. The three inherited ones (GPU $/h, API input and output $/1M) are the
+    stack's own price settings, which the loop exports to Prometheus; the rest only the
+    calculator reads."""
+
+    gpu_preset: str = Field(DEFAULT_GPU_PRESET, description="GPU price preset (fills the unset).")
+    gpu_name: str = Field(GPU_PRESETS[DEFAULT_GPU_PRESET].gpu_name, description="GPU model.")
+    gpu_count: int = Field(
+        1, ge=1, description="GPUs behind the measured capacity: one replica (TP × DP)."
+    )
+    billing_hours_per_day: float = Field(
+        24.0, gt=0, le=24, description="Hours a day each GPU is paid for."
+    )
+    traffic_profile: str = Field(
+        DEFAULT_TRAFFIC_PROFILE, description="flat or office_hours (fills the unset busy_*)."
+    )
+    busy_hours_per_day: float = Field(
+        TRAFFIC_PROFILES[DEFAULT_TRAFFIC_PROFILE].busy_hours_per_day,
+        gt=0,
+        le=24,
+        description="Hours a day that carry busy_share of the requests.",
+    )
+    busy_share: float = Field(
+        TRAFFIC_PROFILES[DEFAULT_TRAFFIC_PROFILE].busy_share,
+        gt=0,
+        le=1,
+        description="Share of the day's requests that fall in the busy hours.",
+    )
+    peak_factor: float = Field(
+        TRAFFIC_PROFILES[DEFAULT_TRAFFIC_PROFILE].peak_factor,
+        ge=1,
+        description="Busiest moment ÷ the busy hours' mean rate.",
+    )
+    requests_per_day: float | None = Field(
+        None, gt=0, description="Expected volume; the report's figures are shown there too."
+    )
+    capacity_basis: Literal["runs", "tokens", "output_tokens"] = Field(
+        "runs", description="How the summary's capacity step becomes requests/s per replica."
+    )
+    capacity_requests_per_s: float | None = Field(
+        None, gt=0, description="Requests/s one replica serves at the SLO (overrides the summary)."
+    )
+    input_tokens_per_request: float | None = Field(
+        None, ge=0, description="The fine-tune's input tokens per request (overrides the summary)."
+    )
+    output_tokens_per_request: float | None = Field(
+        None, ge=0, description="Output tokens per request (overrides the summary)."
+    )
+    model_calls_per_request: float | None = Field(
+        None, ge=1, description="Model calls per request, each resending the system prompt."
+    )
+    ops_usd_per_month: float = Field(0.0, ge=0, description="Ops labour for the self-hosted stack.")
+    retraining_usd: float = Field(0.0, ge=0, description="What one retraining of the model costs.")
+    retraining_every_days: float = Field(90.0, gt=0, description="Days between retrainings.")
+    storage_egress_usd_per_month: float = Field(
+        0.0, ge=0, description="Storage, egress and other overhead of self-hosting."
+    )
+    api_preset: str = Field(DEFAULT_API_PRESET, description="API price preset (fills the unset).")
+    api_model: str = Field(API_PRESETS[DEFAULT_API_PRESET].api_model, description="API model.")
+    api_blended_usd_per_million: float | None = Field(
+        None, ge=0, description="One API price for every token, instead of input/output."
+    )
+    api_system_prompt_file: str = Field(
+        DEFAULT_API_PROMPT,
+        description="The system prompt the API model needs (full rules, examples); empty: the "
+        "fine-tune's own.",
+    )
+    sensitivity_step: float = Field(
+        0.25, gt=0, lt=1, description="± share each top input moves in the sensitivity table."
+    )
+
+
+FIELDS = tuple(CalculatorSettings.model_fields)
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a value came from: how to name it in an error, and how to print it."""
+
+    kind: Literal["default", "preset", "file", "env", "flag"]
+    setting: str  # e.g. "COST_GPU_HOURLY_USD", "--gpu-hourly-usd", "cost.toml: gpu_hourly_usd"
+    origin: str  # e.g. "default", "settings file cost.toml", "preset h200-runpod-spot (…)"
+
+
+@dataclass(frozen=True)
+class Loaded:
+    settings: CalculatorSettings
+    sources: dict[str, Source]
+    api_prompt_path: Path | None  # None: the API model gets the fine-tune's own prompt
+
+
+def env_name(field: str) -> str:
+    return f"{ENV_PREFIX}{field.upper()}"
+
+
+def flag_name(field: str) -> str:
+    return f"--{field.replace('_', '-')}"
+
+
+def read_file(path: Path) -> dict[str, object]:
+    try:
+        values = tomllib.loads(path.read_text())
+    except OSError as error:
+        raise SettingError(f"--settings: cannot read {path}: {error.strerror}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise SettingError(f"{path}: not a TOML file: {error}") from None
+    for key in values:
+        if key not in FIELDS:
+            close = difflib.get_close_matches(key, FIELDS, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise SettingError(f"{path}: {key}: unknown setting{hint}")
+    return values
+
+
+def load(
+    settings_file: Path | None, environ: Mapping[str, str], flags: Mapping[str, str]
+) -> Loaded:
+    """The settings from the layers, lowest first; presets and the profile fill what is unset."""
+    values: dict[str, object] = {}
+    sources: dict[str, Source] = {}
+    if settings_file is not None:
+        for key, value in read_file(settings_file).items():
+            values[key] = value
+            sources[key] = Source(
+                "file", f"{settings_file}: {key}", f"settings file {settings_file}"
+            )
+    for field in FIELDS:
+        if env_name(field) in environ:
+            values[field] = environ[env_name(field)]
+            sources[field] = Source("env", env_name(field), env_name(field))
+    for field, value in flags.items():
+        values[field] = value
+        sources[field] = Source("flag", flag_name(field), flag_name(field))
+
+    def fill(kind: str, field: str, known: Mapping[str, object]) -> str:
+        name = values.get(field, CalculatorSettings.model_fields[field].default)
+        if not isinstance(name, str) or name not in known:
+            setting = sources[field].setting if field in sources else env_name(field)
+            raise SettingError(
+                f"{setting}: unknown {kind} {name!r} (known: {', '.join(sorted(known))})"
+            )
+        return name
+
+    gpu = fill("GPU preset", "gpu_preset", GPU_PRESETS)
+    api = fill("API preset", "api_preset", API_PRESETS)
+    profile = fill("traffic profile", "traffic_profile", TRAFFIC_PROFILES)
+    g, a, p = GPU_PRESETS[gpu], API_PRESETS[api], TRAFFIC_PROFILES[profile]
+    for preset_values, origin in (
+        (g.values(), f"preset {gpu} ({g.source}, {g.date})"),
+        (a.values(), f"preset {api} ({a.source}, {a.date})"),
+        (p.values(), f"traffic profile {profile}"),
+    ):
+        for field, value in preset_values.items():
+            if field not in values:
+                values[field] = value
+                sources[field] = Source("preset", env_name(field), origin)
+    for field in FIELDS:
+        sources.setdefault(field, Source("default", env_name(field), "default"))
+
+    try:
+        # model_validate, not the constructor: the layers above already read the environment
+        settings = CalculatorSettings.model_validate(values)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = str(error["loc"][0]) if error["loc"] else ""
+        setting = sources[field].setting if field in sources else "settings"
+        raise SettingError(f"{setting}: {error['msg']} (got {error['input']!r})") from None
+    check(settings, sources)
+    return Loaded(settings, sources, _prompt_path(settings, sources, settings_file))
+
+
+def check(settings: CalculatorSettings, sources: Mapping[str, Source]) -> None:
+    """What one field's bounds cannot say: the traffic must fit the hours it is given."""
+    s = settings
+
+    def blame(*fields: str) -> str:
+        # the one the user set, rather than one a preset or profile filled in
+        given = [f for f in fields if sources[f].kind in ("file", "env", "flag")]
+        return sources[(given or list(fields))[0]].setting
+
+    if s.busy_hours_per_day == 24 and s.busy_share < 1:
+        raise SettingError(
+            f"{blame('busy_hours_per_day', 'busy_share')}: 24 busy hours leave no hour for the "
+            f"other {1 - s.busy_share:.0%} of requests: set busy_share = 1 or fewer busy hours "
+            f"(got busy_hours_per_day {s.busy_hours_per_day:g}, busy_share {s.busy_share:g})"
+        )
+    if s.billing_hours_per_day < 24 and (
+        s.busy_share < 1 or s.busy_hours_per_day > s.billing_hours_per_day
+    ):
+        raise SettingError(
+            f"{blame('billing_hours_per_day', 'busy_share', 'busy_hours_per_day')}: GPUs paid "
+            f"for {s.billing_hours_per_day:g} h a day serve no request outside those hours: "
+            f"needs busy_share = 1 and busy_hours_per_day ≤ {s.billing_hours_per_day:g} "
+            f"(got {s.busy_share:g} and {s.busy_hours_per_day:g})"
+        )
+
+
+def _prompt_path(
+    settings: CalculatorSettings, sources: Mapping[str, Source], settings_file: Path | None
+) -> Path | None:
+    given = settings.api_system_prompt_file
+    if not given:
+        return None
+    path = Path(given)
+    kind = sources["api_system_prompt_file"].kind
+    if not path.is_absolute():
+        # the default ships with the package; a path in the settings file is read from its folder
+        if kind == "default":
+            path = REPO_ROOT / path
+        elif kind == "file" and settings_file is not None:
+            path = settings_file.parent / path
+    if not path.is_file():
+        raise SettingError(
+            f"{sources['api_system_prompt_file'].setting}: no such file: {given} "
+            "(empty: the API model gets the fine-tune's own prompt)"
+        )
+    return path

@@ -1,0 +1,299 @@
+"""`python -m loadtest.cost`: settings layers and presets, a real summary.json in, the four
+result files out, and every bad input as one line naming the setting, exit status 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from common.cost import CostSettings
+from loadtest.cost.__main__ import main
+from loadtest.cost.inputs import newest_summary
+from loadtest.cost.presets import (
+    API_PRESETS,
+    DEFAULT_API_PRESET,
+    DEFAULT_GPU_PRESET,
+    GPU_PRESETS,
+)
+from loadtest.cost.settings import SettingError, load
+from loadtest.results import Slo, summarise
+from tests.support import REPO_ROOT
+
+EXAMPLE = REPO_ROOT / "loadtest" / "cost.example.toml"
+
+
+@pytest.fixture(autouse=True)
+def no_cost_environment(monkeypatch):
+    """The calculator reads COST_* variables; the test runner's own must not leak in."""
+    for name in list(os.environ):
+        if name.startswith("COST_") or name == "LOAD_RESULTS_DIR":
+            monkeypatch.delenv(name)
+
+
+def _agent(start: float, run_ms: float) -> dict:
+    return {
+        "kind": "agent",
+        "name": "query",
+        "start": start,
+        "end": start + run_ms / 1000,
+        "ok": True,
+        "error": None,
+        "prompt_tokens": 3000,
+        "output_tokens": 100,
+        "turns": 2,
+        "tool_calls": 1,
+        "first_answer_ms": 300.0,
+        "run_ms": run_ms,
+    }
+
+
+def write_summary(folder: Path) -> Path:
+    """A summary.json as python -m loadtest writes it: step 0 meets the SLO, step 1 does not."""
+    steps = [{"step": 0, "users": 4, "start": 0.0}, {"step": 1, "users": 8, "start": 10.0}]
+    records = [_agent(t / 2, 1000) for t in range(20)]  # 2 runs/s, well within 5 s
+    records += [_agent(10 + t / 4, 9000) for t in range(40)]  # too slow
+    summary = summarise(records, steps, Slo(ttft_p99_ms=200, itl_p99_ms=50, run_p95_ms=5000))
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "summary.json"
+    path.write_text(json.dumps(summary))
+    return path
+
+
+def _model(start: float) -> dict:
+    return {
+        "kind": "model",
+        "name": "chat",
+        "start": start,
+        "end": start + 0.1,
+        "ok": True,
+        "error": None,
+        "ttft_ms": 50.0,
+        "itl_ms": [10.0],
+        "tpot_ms": 10.0,
+        "e2e_ms": 60.0,
+        "prompt_tokens": 1500,
+        "output_tokens": 2,
+    }
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    status = main(list(argv))
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def test_writes_the_four_results_next_to_the_summary(tmp_path, capsys):
+    summary = write_summary(tmp_path / "20260101-120000")
+    status, out, err = run(capsys, str(summary), "--settings", str(EXAMPLE))
+    assert (status, err) == (0, "")
+    folder = summary.parent
+    document = json.loads((folder / "cost.json").read_text())
+    assert document["unit"] == "agent run"
+    assert document["workload"]["capacity_per_s"] == pytest.approx(2.0)
+    assert document["workload"]["input_tokens"] == 3000
+    assert document["workload"]["model_calls"] == 2
+    assert document["settings"]["gpu_hourly_usd"] == {
+        "value": 3.59,
+        "source": "preset h200-runpod-spot (RunPod list price, spot, 2026-03)",
+    }
+    assert document["break_even"]["with_hidden_costs"]["requests_per_day"] > 0
+    assert (folder / "cost.md").read_text() in out  # the terminal shows the same tables
+    assert (folder / "cost.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    page = (folder / "cost.html").read_text()
+    assert "<svg" in page and "<table>" in page and "Assumptions" in page
+    # every assumption is printed next to the result
+    for needle in ("H200", "$3.59/h", "GPT-5 mini", "office_hours", "summary.json", "2026-03"):
+        assert needle in out, needle
+    assert "Sensitivity" in out and "Break-even" in out
+
+
+def test_the_report_says_when_the_capacity_is_only_a_lower_bound(tmp_path, capsys):
+    # one step, met: the limit was never found; agent and model users shared it
+    records = [_agent(t / 2, 1000) for t in range(20)] + [_model(t / 4) for t in range(40)]
+    summary = summarise(records, [{"step": 0, "users": 6, "start": 0.0}], Slo(200, 50, 5000))
+    path = tmp_path / "run" / "summary.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(summary))
+    status, out, _ = run(capsys, str(path))
+    assert status == 0
+    assert "still met the SLO" in out and "raw model requests/s" in out
+    # both caveats are about the capacity: given explicitly, they no longer apply
+    status, out, _ = run(capsys, str(path), "--capacity-requests-per-s", "3")
+    assert status == 0
+    assert "still met the SLO" not in out and "raw model requests/s" not in out
+
+
+def test_explicit_numbers_need_no_summary(tmp_path, capsys):
+    status, out, err = run(
+        capsys,
+        "--out",
+        str(tmp_path),
+        "--capacity-requests-per-s",
+        "3",
+        "--input-tokens-per-request",
+        "2000",
+        "--output-tokens-per-request",
+        "150",
+    )
+    assert (status, err) == (0, "")
+    assert json.loads((tmp_path / "cost.json").read_text())["summary"] is None
+    assert "per request" in out
+
+
+def test_the_newest_results_folder_is_the_default(tmp_path, monkeypatch, capsys):
+    write_summary(tmp_path / "20260101-120000")
+    newest = write_summary(tmp_path / "20260102-090000")
+    (tmp_path / "20260101-180000").mkdir()  # a run that wrote no summary
+    assert newest_summary(tmp_path) == newest
+    monkeypatch.setenv("LOAD_RESULTS_DIR", str(tmp_path))
+    status, _, err = run(capsys)
+    assert (status, err) == (0, "")
+    assert (newest.parent / "cost.json").exists()
+
+
+def test_no_summary_anywhere_is_a_clear_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("LOAD_RESULTS_DIR", str(tmp_path))
+    status, out, err = run(capsys)
+    assert (status, out) == (2, "")
+    assert err == (
+        f"configuration error: SUMMARY: none given and no */summary.json under {tmp_path} "
+        "(run `make load` first, or set capacity_requests_per_s and the tokens per request)\n"
+    )
+
+
+def test_layers_preset_file_environment_flag():
+    # the preset fills the price, the file names the preset, a variable and a flag win in turn
+    file_only = load(EXAMPLE, {}, {})
+    assert file_only.settings.gpu_hourly_usd == GPU_PRESETS["h200-runpod-spot"].gpu_hourly_usd
+    assert file_only.sources["gpu_hourly_usd"].kind == "preset"
+    assert file_only.sources["ops_usd_per_month"].kind == "file"
+    env = load(EXAMPLE, {"COST_GPU_HOURLY_USD": "2.5", "COST_OPS_USD_PER_MONTH": "100"}, {})
+    assert (env.settings.gpu_hourly_usd, env.settings.ops_usd_per_month) == (2.5, 100)
+    assert env.sources["gpu_hourly_usd"].setting == "COST_GPU_HOURLY_USD"
+    flag = load(EXAMPLE, {"COST_GPU_HOURLY_USD": "2.5"}, {"gpu_hourly_usd": "1.75"})
+    assert flag.settings.gpu_hourly_usd == 1.75
+    assert flag.sources["gpu_hourly_usd"].setting == "--gpu-hourly-usd"
+    # another preset changes the prices it fills, not those set explicitly
+    other = load(None, {}, {"api_preset": "claude-haiku-4.5", "api_input_usd_per_million": "0.8"})
+    assert other.settings.api_output_usd_per_million == 5.0
+    assert other.settings.api_input_usd_per_million == 0.8
+    # a profile fills the busy hours unless set
+    flat = load(None, {}, {"traffic_profile": "flat"})
+    assert (flat.settings.busy_hours_per_day, flat.settings.busy_share) == (24, 1)
+
+
+def test_the_default_presets_are_the_stacks_own_price_settings():
+    # the report and the Cost dashboard (common.cost.CostSettings) start from the same prices
+    defaults = CostSettings.model_fields
+    gpu, api = GPU_PRESETS[DEFAULT_GPU_PRESET], API_PRESETS[DEFAULT_API_PRESET]
+    assert gpu.gpu_hourly_usd == defaults["gpu_hourly_usd"].default
+    assert api.api_input_usd_per_million == defaults["api_input_usd_per_million"].default
+    assert api.api_output_usd_per_million == defaults["api_output_usd_per_million"].default
+
+
+def test_every_preset_price_names_its_source_and_date():
+    for preset in [*GPU_PRESETS.values(), *API_PRESETS.values()]:
+        assert preset.source and preset.date[:4].isdigit(), preset
+
+
+SUMMARY_PROBLEMS = {
+    "no capacity_at_slo": {"steps": []},
+    "capacity_at_slo is null": {"steps": [], "capacity_at_slo": None},
+    "lacks runs_per_s, prompt_tokens_per_run": {
+        "steps": [],
+        "capacity_at_slo": {
+            "step": 0,
+            "users": 4,
+            "model_requests_per_s": 1.0,
+            "output_tokens_per_s": 10.0,
+            "input_tokens_per_s": 100.0,
+            "output_tokens_per_run": None,
+        },
+    },
+}
+
+
+@pytest.mark.parametrize("problem", SUMMARY_PROBLEMS)
+def test_a_summary_without_the_capacity_fields_is_refused(tmp_path, capsys, problem):
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps(SUMMARY_PROBLEMS[problem]))
+    status, out, err = run(capsys, str(path))
+    assert status == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("configuration error: SUMMARY: ")
+    assert problem in err
+
+
+def _bad_file(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "cost.toml"
+    path.write_text(text)
+    return path
+
+
+BAD_SETTINGS = [
+    # (flags, environment, settings file text, the setting the error must name)
+    (["--gpu-hourly-usd", "-1"], {}, None, "--gpu-hourly-usd"),
+    ([], {"COST_API_INPUT_USD_PER_MILLION": "-0.25"}, None, "COST_API_INPUT_USD_PER_MILLION"),
+    ([], {}, "api_output_usd_per_million = -2\n", "cost.toml: api_output_usd_per_million"),
+    (["--gpu-preset", "a100-somewhere"], {}, None, "--gpu-preset: unknown GPU preset"),
+    ([], {}, 'api_preset = "gpt-9"\n', "cost.toml: api_preset: unknown API preset"),
+    ([], {"COST_TRAFFIC_PROFILE": "weekends"}, None, "COST_TRAFFIC_PROFILE: unknown traffic"),
+    ([], {}, "gpu_price = 2\n", "cost.toml: gpu_price: unknown setting (did you mean"),
+    ([], {}, "gpu_count = [\n", "cost.toml: not a TOML file"),
+    (["--gpu-count", "0"], {}, None, "--gpu-count"),
+    (["--capacity-basis", "vibes"], {}, None, "--capacity-basis"),
+    (["--sensitivity-step", "1.5"], {}, None, "--sensitivity-step"),
+    (["--busy-hours-per-day", "24"], {}, None, "--busy-hours-per-day: 24 busy hours leave"),
+    ([], {"COST_BUSY_SHARE": "0.5", "COST_TRAFFIC_PROFILE": "flat"}, None, "COST_BUSY_SHARE"),
+    (["--billing-hours-per-day", "10"], {}, None, "--billing-hours-per-day: GPUs paid"),
+    (["--api-system-prompt-file", "nowhere.txt"], {}, None, "--api-system-prompt-file: no such"),
+    (["--settings", "missing.toml"], {}, None, "--settings: cannot read"),
+    (["--no-such-flag", "1"], {}, None, "unrecognized arguments"),
+]
+
+
+@pytest.mark.parametrize(("flags", "environment", "text", "named"), BAD_SETTINGS)
+def test_a_bad_setting_is_one_line_naming_it(
+    tmp_path, capsys, monkeypatch, flags, environment, text, named
+):
+    for key, value in environment.items():
+        monkeypatch.setenv(key, value)
+    summary = write_summary(tmp_path / "run")
+    argv = [str(summary), *flags]
+    if text is not None:
+        argv += ["--settings", str(_bad_file(tmp_path, text))]
+    status, out, err = run(capsys, *argv)
+    assert status == 2 and out == ""
+    assert err.count("\n") == 1, err
+    assert err.startswith("configuration error: ") and named in err, err
+    assert not (tmp_path / "run" / "cost.json").exists()
+
+
+def test_errors_name_the_file_key_with_its_value(tmp_path):
+    path = _bad_file(tmp_path, "retraining_every_days = 0\n")
+    with pytest.raises(SettingError) as error:
+        load(path, {}, {})
+    assert str(error.value) == (
+        f"{path}: retraining_every_days: Input should be greater than 0 (got 0)"
+    )
+
+
+def test_the_command_exits_2_with_one_line_and_no_traceback(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "loadtest.cost", "--gpu-hourly-usd", "-1"],
+        cwd=REPO_ROOT,
+        env={k: v for k, v in os.environ.items() if not k.startswith("COST_")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.splitlines() == [
+        "configuration error: --gpu-hourly-usd: Input should be greater than or equal to 0 "
+        "(got '-1')"
+    ]
