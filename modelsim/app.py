@@ -24,7 +24,7 @@ from . import policy
 from .errors import ApiError
 from .gpu import SimulatedGpuCollector
 from .latency import Scheduler, profile_from
-from .metrics import VllmMetrics
+from .metrics import VllmMetrics, prompt_sources
 from .request import ChatRequest, parse
 from .settings import SimSettings
 
@@ -43,7 +43,9 @@ class Simulator:
         self.settings = settings
         self.profile = profile_from(settings)
         self.scheduler = Scheduler(self.profile, settings.jitter, settings.seed)
-        self.metrics = VllmMetrics(settings.model, settings.max_model_len)
+        self.metrics = VllmMetrics(
+            settings.model, settings.max_model_len, self.profile.kv_cache_tokens
+        )
         self.metrics.bind_gauges(
             lambda: self.scheduler.running,
             lambda: self.scheduler.waiting,
@@ -291,12 +293,32 @@ class Simulator:
             chat.max_tokens or self.settings.max_model_len - chat.prompt_tokens
         )
         child(m.prefix_queries).inc(chat.prompt_tokens)
+        reusable = 0
         if chat.prefix_key in self._prefixes:
-            child(m.prefix_hits).inc(chat.prefix_tokens)
+            reusable = chat.prefix_tokens
         else:
             if len(self._prefixes) >= PREFIX_CACHE_ENTRIES:
                 self._prefixes.pop(next(iter(self._prefixes)))
             self._prefixes[chat.prefix_key] = None
+        sources = prompt_sources(chat.prompt_tokens, reusable)
+        child(m.prefix_hits).inc(sources.cached)
+        child(m.prompt_cached).inc(sources.cached)
+        # the simulated prefix cache is the GPU's own: every hit is a `device` hit
+        m.by_source(m.prompt_cached_by_source, "device").inc(sources.cached)
+        m.by_source(m.prompt_by_source, "local_compute").inc(sources.local_compute)
+        m.by_source(m.prompt_by_source, "local_cache_hit").inc(sources.local_cache_hit)
+        child(m.prefill_kv_hist).observe(sources.local_compute)
+        child(m.n_hist).observe(1)  # one choice per request: `n` is not read
+        child(m.request_preemptions).observe(0)  # the scheduler never preempts
+        child(m.max_generation_hist).observe(generated)  # with n = 1, the one sequence's
+        if generated:
+            # No shared engine steps here: each request counts as if it ran alone, a step for
+            # its prefill (the whole prompt and the first token) then one per later token.
+            # The sum is exact; under concurrency vLLM has fewer, larger steps.
+            iteration = child(m.iteration_tokens)
+            iteration.observe(chat.prompt_tokens + 1)
+            for _ in range(generated - 1):
+                iteration.observe(1)
         queue = timing.admitted - timing.arrival
         child(m.queue).observe(queue)
         child(m.e2e).observe(timing.finished - timing.arrival)

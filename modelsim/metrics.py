@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -23,7 +24,22 @@ REQUEST_LATENCY_BUCKETS = (
     0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
     240.0, 480.0, 960.0, 1920.0, 7680.0,
 )  # fmt: skip
+ITERATION_TOKEN_BUCKETS = (
+    1.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0,
+)  # fmt: skip
+PARAMS_N_BUCKETS = (1.0, 2.0, 5.0, 10.0, 20.0)
+PREEMPTION_BUCKETS = (1.0, 2.0, 3.0, 4.0, 5.0, 10.0, 20.0)
 FINISHED_REASONS = ("stop", "length", "abort", "error", "repetition")
+# Label values vLLM 0.32 creates up front (tests/fixtures/vllm-0.32/metrics-idle.txt).
+PROMPT_SOURCES = ("local_compute", "local_cache_hit", "external_kv_transfer")
+CACHED_SOURCES = ("device", "host", "p2p", "disk", "external_unspecified")
+WAITING_REASONS = ("capacity", "deferred")
+SLEEP_STATES = ("awake", "weights_offloaded", "discard_all")
+ADMISSION_REJECTION_REASONS = ("max_num_queued_reqs", "max_num_queued_tokens")
+# vLLM's default KV block on CUDA; the capture's 128 is its CPU build's.
+BLOCK_SIZE = 16
+# The share of GPU memory the gpu profile's KV capacity was derived with (modelsim/latency.py).
+GPU_MEMORY_UTILIZATION = 0.9
 
 
 def one_two_five_buckets(maximum: int) -> tuple[float, ...]:
@@ -39,8 +55,74 @@ def one_two_five_buckets(maximum: int) -> tuple[float, ...]:
         exponent += 1
 
 
+@dataclass(frozen=True)
+class PromptSources:
+    """Where one request's prompt KV came from, counted as vLLM counts it."""
+
+    cached: int  # served from the prefix cache: `prefix_cache_hits`, `prompt_tokens_cached`
+    local_compute: int  # prefilled: the prompt minus the cached tokens
+    local_cache_hit: int  # `source="local_cache_hit"`: the cached tokens (+1, see below)
+
+
+def prompt_sources(prompt_tokens: int, reusable_tokens: int) -> PromptSources:
+    """Split a prompt of which the first `reusable_tokens` are in the prefix cache.
+
+    vLLM always computes at least the last prompt token (it needs one input to sample from), so
+    at most `prompt_tokens - 1` are cached. When only that token is left to compute, vLLM counts
+    it under `local_compute` and, as a recomputed hit, under `local_cache_hit` too.
+    """
+    cached = max(min(reusable_tokens, prompt_tokens - 1), 0)
+    recomputed = 1 if reusable_tokens and cached + 1 == prompt_tokens else 0
+    return PromptSources(cached, prompt_tokens - cached, cached + recomputed)
+
+
+def cache_config_labels(kv_cache_tokens: int, max_model_len: int) -> dict[str, str]:
+    """`vllm:cache_config_info`'s labels: the simulator's own capacity where it has one, else
+    what vLLM 0.32 reports for a dense model with prefix caching on and no offloading."""
+    return {
+        "_block_size_resolved": "True",
+        "block_size": str(BLOCK_SIZE),
+        "cache_dtype": "auto",
+        "cache_hit_alignment_tokens": "None",
+        "effective_attention_block_size": str(BLOCK_SIZE),
+        "enable_mamba_shared_prefix_checkpoint": "False",
+        "enable_prefix_caching": "True",
+        "engine": "0",
+        "gpu_memory_utilization": str(GPU_MEMORY_UTILIZATION),
+        "hash_block_size": "None",
+        "is_attention_free": "False",
+        "kv_cache_dtype_skip_layers": "[]",
+        "kv_cache_layout": "None",
+        "kv_cache_max_concurrency": str(kv_cache_tokens / max_model_len),
+        # the flag is unset: the capacity follows from gpu_memory_utilization
+        "kv_cache_memory_bytes": "None",
+        "kv_cache_size_tokens": str(kv_cache_tokens),
+        "kv_offloading_backend": "native",
+        "kv_offloading_size": "None",
+        "kv_sharing_fast_prefill": "False",
+        "mamba_block_size": "None",
+        "mamba_cache_dtype": "auto",
+        "mamba_cache_mode": "none",
+        "mamba_page_size_padded": "None",
+        "mamba_ssm_cache_dtype": "float32",
+        "num_cpu_blocks": "None",
+        "num_gpu_blocks": str(kv_cache_tokens // BLOCK_SIZE),
+        "num_gpu_blocks_override": "None",
+        "prefix_cache_retention_interval": "0",
+        "prefix_caching_hash_algo": "sha256",
+        "prefix_match_unit": "None",
+        "replayssm_buffer_len": "16",
+        "skip_page_size_padded": "None",
+        "sliding_window": "None",
+        "swa_bounded_replay": "True",
+        "use_kda_recoverssm": "False",
+        "use_replayssm": "False",
+        "user_specified_block_size": "False",
+    }
+
+
 class VllmMetrics:
-    def __init__(self, model_name: str, max_model_len: int) -> None:
+    def __init__(self, model_name: str, max_model_len: int, kv_cache_tokens: int) -> None:
         self.registry = r = CollectorRegistry()
         labels = ["model_name", "engine"]
         self._label_values = (model_name, "0")
@@ -54,6 +136,9 @@ class VllmMetrics:
 
         def histogram(name: str, doc: str, buckets: tuple[float, ...]) -> Histogram:
             return Histogram(name, doc, labels, buckets=buckets, registry=r)
+
+        def by(metric: type[MetricT], name: str, doc: str, label: str) -> MetricT:
+            return metric(name, doc, [*labels, label], registry=r)
 
         self.running = gauge(
             "vllm:num_requests_running", "Number of requests in model execution batches."
@@ -96,6 +181,29 @@ class VllmMetrics:
             "Histogram of the max_tokens request parameter.",
             token_buckets,
         )
+        self.iteration_tokens = histogram(
+            "vllm:iteration_tokens_total",
+            "Tokens (prompt and generated) handled per engine step.",
+            ITERATION_TOKEN_BUCKETS,
+        )
+        self.max_generation_hist = histogram(
+            "vllm:request_max_num_generation_tokens",
+            "Per request, the most tokens generated by any of its n sequences.",
+            token_buckets,
+        )
+        self.n_hist = histogram(
+            "vllm:request_params_n", "The n (sequences per request) parameter.", PARAMS_N_BUCKETS
+        )
+        self.request_preemptions = histogram(
+            "vllm:request_num_preemptions",
+            "Times each request was preempted before it finished.",
+            PREEMPTION_BUCKETS,
+        )
+        self.prefill_kv_hist = histogram(
+            "vllm:request_prefill_kv_computed_tokens",
+            "Per request, prompt tokens whose KV was computed in prefill (cached ones excluded).",
+            token_buckets,
+        )
         self.ttft = histogram(
             "vllm:time_to_first_token_seconds",
             "Histogram of time to first token in seconds.",
@@ -136,6 +244,79 @@ class VllmMetrics:
             "Histogram of time spent in DECODE phase for request.",
             REQUEST_LATENCY_BUCKETS,
         )
+        self.waiting_by_reason = by(
+            Gauge,
+            "vllm:num_requests_waiting_by_reason",
+            "Waiting requests by why they wait: 'capacity' for a free running slot, 'deferred' "
+            "for a transient constraint. The reasons add up to vllm:num_requests_waiting.",
+            "reason",
+        )
+        self.sleep_state = by(
+            Gauge,
+            "vllm:engine_sleep_state",
+            "Engine sleep state, one series per state: awake = 1 while serving; "
+            "weights_offloaded = 1 at sleep level 1; discard_all = 1 at sleep level 2.",
+            "sleep_state",
+        )
+        self.prompt_by_source = by(
+            Counter,
+            "vllm:prompt_tokens_by_source",
+            "Prompt tokens by where their KV came from.",
+            "source",
+        )
+        self.prompt_cached = counter(
+            "vllm:prompt_tokens_cached",
+            "Prompt tokens whose KV was reused from a cache (local or external).",
+        )
+        self.prompt_cached_by_source = by(
+            Counter,
+            "vllm:prompt_tokens_cached_by_source",
+            "Prompt tokens reused from a cache, by the tier that held them (device, host, p2p, "
+            "disk, external_unspecified); they add up to the local and external prefix cache hits.",
+            "source",
+        )
+        self.external_prefix_queries = counter(
+            "vllm:external_prefix_cache_queries",
+            "Tokens looked up in a KV connector's cache shared across instances.",
+        )
+        self.external_prefix_hits = counter(
+            "vllm:external_prefix_cache_hits",
+            "Tokens found in a KV connector's cache shared across instances.",
+        )
+        self.mm_queries = counter(
+            "vllm:mm_cache_queries", "Multi-modal items looked up in the multi-modal cache."
+        )
+        self.mm_hits = counter(
+            "vllm:mm_cache_hits", "Multi-modal items found in the multi-modal cache."
+        )
+        self.flops = counter(
+            "vllm:estimated_flops_per_gpu",
+            "Estimated floating-point operations per GPU, for model FLOPs utilisation.",
+        )
+        self.read_bytes = counter(
+            "vllm:estimated_read_bytes_per_gpu",
+            "Estimated bytes read from GPU memory, for model FLOPs utilisation.",
+        )
+        self.write_bytes = counter(
+            "vllm:estimated_write_bytes_per_gpu",
+            "Estimated bytes written to GPU memory, for model FLOPs utilisation.",
+        )
+        # vLLM counts these in the API server, which has no `engine` label.
+        self.admission_rejections = Counter(
+            "vllm:admission_rejections",
+            "Requests refused because a queue limit was reached, by the limit.",
+            ["model_name", "reason"],
+            registry=r,
+        )
+        # vLLM labels this one with `engine` only; an info gauge whose labels are the settings.
+        cache_config = cache_config_labels(kv_cache_tokens, max_model_len)
+        self.cache_config = Gauge(
+            "vllm:cache_config_info",
+            "The KV cache configuration, as labels of a constant 1.",
+            list(cache_config),
+            registry=r,
+        )
+        self.cache_config.labels(**cache_config).set(1)
         # vLLM labels this one without `engine`.
         self.tool_parser = Counter(
             "vllm:tool_call_parser_invocations",
@@ -156,11 +337,26 @@ class VllmMetrics:
             self.running, self.waiting, self.kv_cache, self.prompt_tokens, self.generation_tokens,
             self.prefix_queries, self.prefix_hits, self.preemptions, self.prompt_hist,
             self.generation_hist, self.max_tokens_hist, self.ttft, self.itl, self.tpot, self.e2e,
-            self.queue, self.inference, self.prefill, self.decode,
+            self.queue, self.inference, self.prefill, self.decode, self.iteration_tokens,
+            self.max_generation_hist, self.n_hist, self.request_preemptions,
+            self.prefill_kv_hist, self.prompt_cached, self.external_prefix_queries,
+            self.external_prefix_hits, self.mm_queries, self.mm_hits, self.flops,
+            self.read_bytes, self.write_bytes,
         ):  # fmt: skip
             metric.labels(*self._label_values)
         for reason in FINISHED_REASONS:
             self.success.labels(*self._label_values, reason)
+        for reason in WAITING_REASONS:
+            self.waiting_by_reason.labels(*self._label_values, reason)
+        for state in SLEEP_STATES:
+            # the simulator never sleeps
+            self.sleep_state.labels(*self._label_values, state).set(1 if state == "awake" else 0)
+        for source in PROMPT_SOURCES:
+            self.prompt_by_source.labels(*self._label_values, source)
+        for source in CACHED_SOURCES:
+            self.prompt_cached_by_source.labels(*self._label_values, source)
+        for reason in ADMISSION_REJECTION_REASONS:
+            self.admission_rejections.labels(model_name, reason)
         for mode in ("streaming", "non_streaming"):
             for outcome in ("tool_call", "no_tool_call"):
                 for request_type in ("chat_completions", "responses", "other"):
@@ -175,7 +371,12 @@ class VllmMetrics:
     ) -> None:
         self.child(self.running).set_function(running)
         self.child(self.waiting).set_function(waiting)
+        # every simulated wait is for a running slot (max_num_seqs); nothing is deferred
+        self.waiting_by_reason.labels(*self._label_values, "capacity").set_function(waiting)
         self.child(self.kv_cache).set_function(kv)
+
+    def by_source(self, metric: Counter, source: str) -> Counter:
+        return metric.labels(*self._label_values, source)
 
     def parser_invocation(self, streaming: bool, tool_call: bool, times: int = 1) -> None:
         self.tool_parser.labels(

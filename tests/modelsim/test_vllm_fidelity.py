@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import json
+import shutil
+import subprocess
+import uuid
 from pathlib import Path
 
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from .conftest import LEAVE_TOOLS, SEED_REQUEST
+from modelsim.metrics import prompt_sources
+from modelsim.request import count_prompt
+
+from .conftest import LEAVE_TOOLS, SEED_REQUEST, SYSTEM
 
 CAPTURED = Path(__file__).resolve().parent.parent / "fixtures" / "vllm-0.32"
 BODY = {
@@ -91,6 +99,240 @@ def test_metric_family_matches_vllm(exercised_metrics, name):
     assert name in real, f"{name} is not a vLLM 0.32 family"
     assert name in ours, f"simulator does not export {name}"
     assert shape(ours[name]) == shape(real[name])
+
+
+def vllm_families(text: str) -> dict[str, object]:
+    """The `vllm:` families of a page, without the `_created` gauges the parser splits off."""
+    return {
+        name: family
+        for name, family in families(text).items()
+        if name.startswith("vllm:") and not name.endswith("_created")
+    }
+
+
+def test_every_real_vllm_family_is_exported_alike(exercised_metrics):
+    """Diff against the whole captured page, not only the families a dashboard uses."""
+    real = vllm_families((CAPTURED / "metrics-idle.txt").read_text())
+    ours = vllm_families(exercised_metrics)
+    absent = sorted(set(real) - set(ours))
+    print(f"\nvLLM 0.32 families the simulator does not export: {absent or 'none'}")
+    differing = [
+        f"{name}: ours {shape(ours[name])}, real {shape(real[name])}"
+        for name in sorted(set(real) & set(ours))
+        if shape(ours[name]) != shape(real[name])
+    ]
+    invented = sorted(set(ours) - set(real))
+    assert not absent, f"missing families: {absent}"
+    assert not differing, "families that differ:\n" + "\n".join(differing)
+    assert not invented, f"families vLLM 0.32 does not have: {invented}"
+
+
+def test_promtool_finds_nothing_in_our_vllm_families_it_does_not_find_in_vllms(exercised_metrics):
+    """The live test ignores promtool's lines about `vllm:` names (the colon is vLLM's own);
+    here they must be exactly the real server's, e.g. the `_total` on a histogram's name."""
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("no promtool: apt-get install prometheus")
+
+    def problems(page: str) -> set[str]:
+        done = subprocess.run(
+            [promtool, "check", "metrics"], input=page, capture_output=True, text=True
+        )
+        return {line for line in (done.stdout + done.stderr).splitlines() if "vllm:" in line}
+
+    real = problems((CAPTURED / "metrics-idle.txt").read_text())
+    assert problems(exercised_metrics) - real == set()
+
+
+def label_sets(family) -> set[tuple[tuple[str, str], ...]]:
+    return {
+        tuple(sorted((k, v) for k, v in sample.labels.items() if k != "le"))
+        for sample in family.samples
+    }
+
+
+def test_enumerable_label_values_are_vllms(exercised_metrics):
+    """Every series vLLM creates up front (sources, reasons, sleep states…) exists here too."""
+    real = vllm_families((CAPTURED / "metrics-idle.txt").read_text())
+    ours = vllm_families(exercised_metrics)
+    for name in set(real) - {"vllm:cache_config_info"}:  # its values are the server's settings
+        assert label_sets(ours[name]) == label_sets(real[name]), name
+
+
+def sample_value(text: str, name: str, **labels: str) -> float:
+    """One sample's value (summed over series matching `labels`) from an exposition page."""
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items())
+    )
+
+
+def test_cache_config_info_reports_the_simulators_kv_capacity(exercised_metrics):
+    (info,) = families(exercised_metrics)["vllm:cache_config_info"].samples
+    labels = info.labels
+    assert info.value == 1
+    assert labels["engine"] == "0" and labels["enable_prefix_caching"] == "True"
+    assert labels["kv_cache_size_tokens"] == "850000"  # the instant profile's KV capacity
+    assert int(labels["num_gpu_blocks"]) * int(labels["block_size"]) == 850_000
+    assert float(labels["kv_cache_max_concurrency"]) == pytest.approx(850_000 / 4096)
+
+
+def test_families_without_a_model_stay_constant(exercised_metrics):
+    for name in (
+        "vllm:external_prefix_cache_queries_total",
+        "vllm:external_prefix_cache_hits_total",
+        "vllm:mm_cache_queries_total",
+        "vllm:mm_cache_hits_total",
+        "vllm:estimated_flops_per_gpu_total",
+        "vllm:estimated_read_bytes_per_gpu_total",
+        "vllm:estimated_write_bytes_per_gpu_total",
+        "vllm:admission_rejections_total",
+        "vllm:num_preemptions_total",
+        "vllm:request_num_preemptions_sum",
+    ):
+        assert sample_value(exercised_metrics, name) == 0, name
+    assert sample_value(exercised_metrics, "vllm:engine_sleep_state", sleep_state="awake") == 1
+    assert sample_value(exercised_metrics, "vllm:engine_sleep_state") == 1
+    assert (
+        sample_value(exercised_metrics, "vllm:num_requests_waiting_by_reason", reason="deferred")
+        == 0
+    )
+    by_source = "vllm:prompt_tokens_by_source_total"
+    assert sample_value(exercised_metrics, by_source, source="external_kv_transfer") == 0
+    cached_by_source = "vllm:prompt_tokens_cached_by_source_total"
+    for source in ("host", "p2p", "disk", "external_unspecified"):
+        assert sample_value(exercised_metrics, cached_by_source, source=source) == 0, source
+
+
+def test_a_shared_prefix_is_counted_as_cached_prompt_tokens(sim_url):
+    # a system prompt no earlier test sent, so the first request misses the prefix cache
+    system = f"{SYSTEM}（{uuid.uuid4().hex}）"
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": SEED_REQUEST}]
+    body = {"model": "leave-copilot", "messages": messages, "tools": LEAVE_TOOLS}
+    prompt, prefix, _ = count_prompt(messages, LEAVE_TOOLS)
+    assert 0 < prefix < prompt
+
+    def delta(before: str, after: str, name: str, **labels: str) -> float:
+        return sample_value(after, name, **labels) - sample_value(before, name, **labels)
+
+    with httpx.Client(base_url=sim_url) as http:
+        pages = [http.get("/metrics").text]
+        usages = []
+        for _ in range(2):
+            answer = http.post("/v1/chat/completions", json=body)
+            usages.append(answer.raise_for_status().json()["usage"])
+            pages.append(http.get("/metrics").text)
+    first, second = (
+        {
+            "prompt": delta(a, b, "vllm:prompt_tokens_total"),
+            "hits": delta(a, b, "vllm:prefix_cache_hits_total"),
+            "cached": delta(a, b, "vllm:prompt_tokens_cached_total"),
+            "device": delta(a, b, "vllm:prompt_tokens_cached_by_source_total", source="device"),
+            "compute": delta(a, b, "vllm:prompt_tokens_by_source_total", source="local_compute"),
+            "cache_hit": delta(
+                a, b, "vllm:prompt_tokens_by_source_total", source="local_cache_hit"
+            ),
+            "kv_computed": delta(a, b, "vllm:request_prefill_kv_computed_tokens_sum"),
+        }
+        for a, b in itertools.pairwise(pages)
+    )
+    assert usages[0]["prompt_tokens"] == usages[1]["prompt_tokens"] == prompt
+    assert first == {
+        "prompt": prompt, "hits": 0, "cached": 0, "device": 0, "compute": prompt,
+        "cache_hit": 0, "kv_computed": prompt,
+    }  # fmt: skip
+    assert second == {
+        "prompt": prompt, "hits": prefix, "cached": prefix, "device": prefix,
+        "compute": prompt - prefix, "cache_hit": prefix, "kv_computed": prompt - prefix,
+    }  # fmt: skip
+
+
+def test_per_request_histograms_count_what_was_served(sim_url):
+    body = {**BODY, "messages": [{"role": "user", "content": "今天天氣如何？"}], "max_tokens": 500}
+    with httpx.Client(base_url=sim_url) as http:
+        before = http.get("/metrics").text
+        usage = http.post("/v1/chat/completions", json=body).raise_for_status().json()["usage"]
+        after = http.get("/metrics").text
+
+    def delta(name: str) -> float:
+        return sample_value(after, name) - sample_value(before, name)
+
+    prompt, generated = usage["prompt_tokens"], usage["completion_tokens"]
+    assert generated > 1
+    # one step for the prefill (prompt and first token), then one per generated token
+    assert delta("vllm:iteration_tokens_total_count") == generated
+    assert delta("vllm:iteration_tokens_total_sum") == prompt + generated
+    assert (
+        sample_value(after, "vllm:iteration_tokens_total_bucket", le="1.0")
+        - sample_value(before, "vllm:iteration_tokens_total_bucket", le="1.0")
+        == generated - 1
+    )
+    # the most tokens any sequence generated, not max_tokens (vLLM observes the former)
+    assert delta("vllm:request_max_num_generation_tokens_sum") == generated
+    assert delta("vllm:request_params_max_tokens_sum") == 500
+    assert delta("vllm:request_params_n_sum") == delta("vllm:request_params_n_count") == 1
+    assert delta("vllm:request_num_preemptions_count") == 1
+    assert delta("vllm:request_num_preemptions_sum") == 0
+
+
+@pytest.mark.parametrize(
+    ("prompt", "reusable", "cached", "local_compute", "local_cache_hit"),
+    [
+        (100, 0, 0, 100, 0),
+        (100, 60, 60, 40, 60),
+        # all of it reusable: vLLM computes the last token anyway, yet reports it as a hit too
+        (100, 100, 99, 1, 100),
+    ],
+)
+def test_prompt_sources_split_as_vllm_counts(
+    prompt, reusable, cached, local_compute, local_cache_hit
+):
+    sources = prompt_sources(prompt, reusable)
+    assert (sources.cached, sources.local_compute, sources.local_cache_hit) == (
+        cached,
+        local_compute,
+        local_cache_hit,
+    )
+
+
+async def test_requests_beyond_max_num_seqs_wait_for_capacity(start_simulator):
+    with start_simulator(
+        max_num_seqs="1",
+        prefill_overhead_ms="0",
+        prefill_per_token_ms="0",
+        itl_ms="20",  # ~45 tokens: each request holds the one slot for ~0.9 s
+        slowdown_per_running="0",
+    ) as base:
+        body = {
+            "model": "leave-copilot",
+            "messages": [{"role": "user", "content": "今天天氣如何？"}],
+        }
+        async with httpx.AsyncClient(base_url=base, timeout=60) as http:
+
+            async def waiting() -> tuple[float, float, float]:
+                page = (await http.get("/metrics")).text
+                return (
+                    sample_value(page, "vllm:num_requests_waiting"),
+                    sample_value(page, "vllm:num_requests_waiting_by_reason", reason="capacity"),
+                    sample_value(page, "vllm:num_requests_waiting_by_reason", reason="deferred"),
+                )
+
+            async def three_requests() -> list[httpx.Response]:
+                posts = (http.post("/v1/chat/completions", json=body) for _ in range(3))
+                return await asyncio.gather(*posts)
+
+            load = asyncio.create_task(three_requests())
+            seen = []
+            while not load.done() and not any(capacity >= 2 for _, capacity, _ in seen):
+                seen.append(await waiting())
+                await asyncio.sleep(0.01)  # scrape pace while the three requests run
+            assert all(r.status_code == 200 for r in await load)
+            idle = await waiting()
+    assert max(capacity for _, capacity, _ in seen) == 2  # one slot: the other two wait
+    assert all(total == capacity and deferred == 0 for total, capacity, deferred in seen)
+    assert idle == (0, 0, 0)
 
 
 def test_no_deprecated_metric_names(exercised_metrics):
