@@ -214,22 +214,33 @@ def test_real_tool_calls_reach_the_mcp_server_and_a_guessed_id_is_refused(loop_o
     assert "LV-000000" not in {v.leave_id for v in leaves.search("E001", "", None)}
 
 
+# The tiny model sometimes mangles an ID it copies (drops "LV-"); each wording is a fresh try.
+CANCEL_WORDINGS = (
+    "請幫我取消已核准的假單 {leave_id}",
+    '請幫我取消已核准的假單，假單 ID 是 "{leave_id}"',
+    'cancel_approved_leave(leave_id="{leave_id}")',
+)
+
+
 def test_a_real_cancel_asks_and_only_an_accepted_confirmation_changes_the_leave(
     loop_on_real_vllm,
 ):
     loop, leaves = loop_on_real_vllm
     approved = next(v for v in leaves.search("E001", "", None) if v.status == LeaveStatus.APPROVED)
-    request = {"input": f"請幫我取消已核准的假單 {approved.leave_id}"}
 
     def status() -> str:
-        return next(
-            v.status for v in leaves.search("E001", "", None) if v.leave_id == approved.leave_id
-        )
+        mine = leaves.search("E001", "", None)
+        return next(v.status for v in mine if v.leave_id == approved.leave_id)
 
     for answer, expected in (("decline", LeaveStatus.APPROVED), ("accept", LeaveStatus.CANCELLED)):
-        events, final = stream_run(loop, request, answer=answer)
-        print_steps(f"cancel, {answer}", final)
-        asked = [data for kind, data in events if kind == "confirmation.requested"]
-        assert asked, "the model never called cancel_approved_leave"
-        assert final["status"] in {"completed", "failed", "max_turns"}, final
+        for wording in CANCEL_WORDINGS:
+            request = {"input": wording.format(leave_id=approved.leave_id)}
+            events, final = stream_run(loop, request, answer=answer)
+            print_steps(f"cancel, {answer}", final)
+            assert final["status"] in {"completed", "failed", "max_turns"}, final
+            if any(kind == "confirmation.requested" for kind, _ in events):
+                break
+            assert status() == LeaveStatus.APPROVED, "changed without a confirmation"
+        else:
+            pytest.fail("the model never called cancel_approved_leave with the leave's ID")
         assert status() == expected, (answer, final["steps"])
