@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from typing import Any
 
 import httpx
@@ -27,7 +28,14 @@ from mcp_server.storage import Database
 from stack import compose, realvllm
 from tests.loop.conftest import EMPLOYEE, loop_service, stream_run
 from tests.modelsim.test_vllm_fidelity import FAMILIES, shape
-from tests.support import ServiceProcess, free_port, mcp_server, model_simulator
+from tests.support import (
+    ServiceProcess,
+    free_port,
+    mcp_server,
+    model_simulator,
+    running,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.vllm, pytest.mark.timeout(900)]  # a CPU server: minutes per run
 PLUGIN_SETTINGS = {
@@ -115,8 +123,11 @@ def test_the_served_model_and_a_tool_call(vllm_url):
         model="leave-copilot",
         messages=[{"role": "user", "content": "Search my leaves for 家庭旅遊"}],
         tools=TOOLS,
-        tool_choice="required",
+        # A named tool: vLLM constrains the arguments to its schema. ("required" lets this tiny
+        # model run to max_tokens inside the constrained array: 300 of 300 tokens, no call.)
+        tool_choice={"type": "function", "function": {"name": "search_leaves"}},
         temperature=0,
+        max_tokens=100,
     )
     call = response.choices[0].message.tool_calls[0]
     assert call.function.name == "search_leaves"
@@ -244,3 +255,74 @@ def test_a_real_cancel_asks_and_only_an_accepted_confirmation_changes_the_leave(
         else:
             pytest.fail("the model never called cancel_approved_leave with the leave's ID")
         assert status() == expected, (answer, final["steps"])
+
+
+def vllm_counter(base: str, name: str) -> float:
+    families = text_string_to_metric_families(httpx.get(f"{base}/metrics", timeout=10).text)
+    return sum(s.value for f in families for s in f.samples if s.name == name)
+
+
+def test_locust_against_the_real_server_agrees_with_its_own_metrics(vllm_url, tmp_path):
+    """Client-side figures from a short model-user run vs what vLLM itself counted, and a real
+    Prometheus scraping the real server: every Serving panel and vLLM rule returns data."""
+    from stack import prometheus
+    from tests.monitoring.conftest import panel_queries, rules, tool
+    from tests.monitoring.test_live import Live
+
+    tool("prometheus")
+    listen = f"127.0.0.1:{free_port()}"
+    config = prometheus.write_config(
+        tmp_path / "prometheus.yml",
+        prometheus.local_config({"vllm": vllm_url.removeprefix("http://")}, listen, "1s"),
+    )
+    command = prometheus.command(config, tmp_path / "tsdb", listen)
+    with running([], {}, tmp_path / "prometheus.log", f"http://{listen}/-/ready", argv=command):
+        live = Live(f"http://{listen}", {})
+        wait_until(lambda: len(live.query("up == 1")) == 2, timeout=60, what="vLLM scraped")
+        names = ("vllm:generation_tokens_total", "vllm:time_to_first_token_seconds_sum",
+                 "vllm:time_to_first_token_seconds_count")  # fmt: skip
+        before = [vllm_counter(vllm_url, n) for n in names]
+        done = subprocess.run(
+            [
+                *(sys.executable, "-m", "loadtest", "--model-url", f"{vllm_url}/v1"),
+                *("--user-classes", "model", "--users", "2", "--duration-seconds", "40"),
+                *("--max-tokens", "24", "--results-dir", str(tmp_path / "results")),
+            ],
+            cwd=compose.REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        after = [vllm_counter(vllm_url, n) for n in names]
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        (summary,) = (tmp_path / "results").glob("*/summary.json")
+        model = json.loads(summary.read_text())["steps"][0]["model"]
+        server_ttft_ms = (after[1] - before[1]) / (after[2] - before[2]) * 1000
+        print(
+            f"\nreal vLLM, {model['requests']} requests: output tokens client "
+            f"{model['output_tokens']} / vLLM {after[0] - before[0]:.0f}; TTFT mean client "
+            f"{model['ttft_ms']['mean']:.0f} ms / vLLM {server_ttft_ms:.0f} ms "
+            f"(ratio {model['ttft_ms']['mean'] / server_ttft_ms:.3f})"
+        )
+        assert model["requests"] >= 2 and model["errors"] == 0, model
+        # Every generated token was counted by the client from `usage`, and no other.
+        assert model["output_tokens"] == after[0] - before[0]
+        # vLLM's TTFT starts when the engine gets the request; the client's also holds the
+        # HTTP path and the server's request handling, so it can only be longer.
+        assert model["ttft_ms"]["mean"] >= server_ttft_ms * 0.99
+        wait_until(  # the 1 s rules have seen the run
+            lambda: bool(live.query("model_name:vllm_time_to_first_token_seconds:p95_rate1m")),
+            timeout=60,
+            what="the vLLM recording rules",
+        )
+        missing = [
+            f"{uid} / {title}: {expression}"
+            for uid, title, expression in panel_queries()
+            if uid == "leave-copilot-serving" and not live.query(expression)
+        ]
+        missing += [
+            rule["record"]
+            for rule in rules()
+            if "record" in rule and "vllm" in rule["record"] and not live.query(rule["record"])
+        ]
+        assert missing == [], "no data on the real server:\n" + "\n".join(missing)
