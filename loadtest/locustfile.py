@@ -1,4 +1,5 @@
-"""Locust users for the leave copilot: whole agent runs, and raw streaming chat completions.
+"""Locust users for the leave copilot: whole agent runs (through the loop's runs API or its
+OpenAI-compatible facade), and raw streaming chat completions to the model.
 
 Run it through `python -m loadtest` (or `make load`), which prepares the model user's requests,
 starts Locust and writes summary.json; `locust -f loadtest/locustfile.py` with LOAD_* settings
@@ -168,6 +169,72 @@ class AgentUser(User):
             _fire(self, "agent", "first answer token", s.first_answer_ms, 0, None)
         _fire(self, "agent", "run", s.run_ms, s.output_tokens, None)
         return s.session_id
+
+
+# (name, OpenAI messages, weight): the seed scenarios as a chat client would send them. The
+# facade declines confirmations, so there is no accepted cancel; a follow-up carries its
+# history in the messages, as the facade keeps no session.
+FACADE_MIX = [
+    ("submit", [{"role": "user", "content": SCENARIOS[0].request}], 1),
+    ("query", [{"role": "user", "content": SCENARIOS[1].request}], 3),
+    ("cancel-decline", [{"role": "user", "content": SCENARIOS[2].request}], 1),
+    (
+        "history-follow-up",
+        [
+            {"role": "user", "content": FOLLOW_UP[0]},
+            {"role": "assistant", "content": "找到你的假單，列在上面。"},
+            {"role": "user", "content": FOLLOW_UP[1]},
+        ],
+        1,
+    ),
+]
+
+
+class FacadeUser(User):
+    """An OpenAI client of the copilot: streamed chat completions on the loop's facade, where
+    one completion is a whole agent run and the model is the agent's name (GET /v1/models)."""
+
+    def wait_time(self) -> float:
+        return random.expovariate(1 / SETTINGS.think_seconds) if SETTINGS.think_seconds else 0
+
+    def on_start(self) -> None:
+        headers = {"Authorization": f"Bearer {SETTINGS.token}"}
+        self.client = StreamingClient(f"{SETTINGS.loop_url.rstrip('/')}/v1", headers)
+        self.model = self.client.request_json("GET", "/models")["data"][0]["id"]
+
+    def on_stop(self) -> None:
+        self.client.close()
+
+    @task
+    def chat(self) -> None:
+        name, messages, _ = random.choices(FACADE_MIX, weights=[m[2] for m in FACADE_MIX])[0]
+        start = time.time()
+        record: dict[str, Any] = {"kind": "facade", "name": name}
+        try:
+            s = timed_chat(self.client, {"model": self.model, "messages": messages})
+            # the facade ends a run that did not complete (failed, cancelled, turn limit) with
+            # finish_reason "length" and the status as its text: not an answer
+            if s.finish_reason != "stop":
+                raise RuntimeError(f"run did not complete (finish_reason {s.finish_reason})")
+        except Exception as error:
+            record.update(start=start, end=time.time(), ok=False, error=str(error)[:300])
+            raw_log().write(record)
+            _fire(self, "facade", "run", (time.time() - start) * 1000, 0, error)
+            return
+        record.update(
+            start=start,
+            end=time.time(),
+            ok=True,
+            error=None,
+            first_answer_ms=s.ttft_ms,
+            run_ms=s.e2e_ms,
+            prompt_tokens=s.prompt_tokens,
+            output_tokens=s.output_tokens,
+            finish_reason=s.finish_reason,
+        )
+        raw_log().write(record)
+        _fire(self, "facade", "first answer token", s.ttft_ms, 0, None)
+        _fire(self, "facade", "run", s.e2e_ms, s.output_tokens, None)
 
 
 class LoadShape(LoadTestShape):
