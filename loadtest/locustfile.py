@@ -238,15 +238,15 @@ class FacadeUser(User):
 
 
 class LoadShape(LoadTestShape):
-    """constant (LOAD_USERS for LOAD_DURATION_SECONDS) or steps (users rising each step).
+    """constant (LOAD_USERS for LOAD_DURATION_SECONDS), steps (users rising each step) or
+    spike (a baseline, LOAD_SPIKE_FACTOR × the users for LOAD_SPIKE_SECONDS, the baseline again).
 
     It runs where the users are counted (the master, or the only process) and writes each
-    step's wall-clock start to steps.jsonl, which the summary cuts the raw log by."""
+    step's wall-clock start (and phase) to steps.jsonl, which the summary cuts the raw log by."""
 
     def __init__(self) -> None:
         super().__init__()
         self.schedule = SETTINGS.schedule()
-        self.step_seconds = SETTINGS.step_seconds
         self.current = -1
 
     def tick(self) -> tuple[int, float] | None:
@@ -254,16 +254,17 @@ class LoadShape(LoadTestShape):
         if run_time >= SETTINGS.total_seconds():
             return None
         step = 0
-        for k, (offset, _) in enumerate(self.schedule):
-            if run_time >= offset:
+        for k, planned in enumerate(self.schedule):
+            if run_time >= planned.offset:
                 step = k
+        users, phase = self.schedule[step].users, self.schedule[step].phase
         if step != self.current:
             self.current = step
             RUN_DIR.mkdir(parents=True, exist_ok=True)
             with (RUN_DIR / STEPS_FILE).open("a") as steps:
-                line = {"step": step, "users": self.schedule[step][1], "start": time.time()}
-                steps.write(json.dumps(line) + "\n")
-        return self.schedule[step][1], SETTINGS.spawn_rate
+                line = {"step": step, "users": users, "start": time.time()}
+                steps.write(json.dumps(line | ({"phase": phase} if phase else {})) + "\n")
+        return users, SETTINGS.spawn_rate
 
 
 @events.quitting.add_listener

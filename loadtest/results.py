@@ -227,6 +227,7 @@ def summarise(
         facade = [r for r in inside if r["kind"] == "facade"]
         block: dict[str, Any] = {
             "step": step["step"],
+            "phase": step.get("phase"),  # the spike shape's baseline, spike and recovery
             "users": step.get("users"),
             "start": start,
             "end": end,
