@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     print(f"load: {settings.shape}, {' + '.join(classes)} → {run_dir}", flush=True)
     status = subprocess.run(command, env=env).returncode
-    summary = write_summary(run_dir, settings.slo())
+    summary = write_summary(run_dir, settings.slo(), settings.prometheus_url)
     print(json.dumps(_headline(summary), indent=1, ensure_ascii=False))
     print(f"summary: {run_dir / 'summary.json'}")
     return status
@@ -94,6 +94,13 @@ def _headline(summary: dict[str, Any]) -> list[dict[str, Any]]:
             row["model req/s"] = round(model["requests_per_s"], 3)
             row["TTFT p99 ms"] = model["ttft_ms"]["p99"]
             row["ITL p99 ms"] = model["itl_ms"]["p99"]
+        server = step.get("prometheus") or {}
+        for name, label in (
+            ("gpu_util_percent_mean", "GPU util %"),
+            ("vllm_ttft_p95_ms", "vLLM TTFT p95 ms"),
+        ):
+            if server.get(name) is not None:
+                row[label] = round(server[name], 1)
         rows.append(row | {"errors": step["errors"], "SLO met": step["slo_met"]})
     return rows
 

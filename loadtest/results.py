@@ -279,7 +279,12 @@ def _capacity(step: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def write_summary(folder: Path, slo: Slo) -> dict[str, Any]:
+def write_summary(folder: Path, slo: Slo, prometheus_url: str = "off") -> dict[str, Any]:
+    """summary.json from the raw logs and steps in `folder`, with each step's Prometheus
+    figures (LOAD_PROMETHEUS_URL's meaning: a URL, empty for make dev's, or off)."""
+    from . import prometheus
+
     summary = summarise(read_records(folder), read_steps(folder), slo)
+    prometheus.add_figures(summary, *prometheus.resolve(prometheus_url))
     (folder / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
     return summary

@@ -44,6 +44,11 @@ class LoadSettings(BaseSettings):
     model_think_seconds: float = Field(0.0, ge=0)
     max_tokens: int = Field(256, ge=1, description="max_tokens of the model user's requests")
     results_dir: str = "var/loadtest"
+    prometheus_url: str = Field(
+        "",
+        description="Prometheus for each step's server-side figures; empty: make dev's while "
+        "it runs; off: none",
+    )
     slo_ttft_p99_ms: float = Field(200.0, gt=0)
     slo_itl_p99_ms: float = Field(50.0, gt=0)
     slo_run_p95_ms: float = Field(5000.0, gt=0)
