@@ -3,8 +3,10 @@ OpenAI-compatible facade), and raw streaming chat completions to the model.
 
 Run it through `python -m loadtest` (or `make load`), which prepares the model user's requests,
 starts Locust and writes summary.json; `locust -f loadtest/locustfile.py` with LOAD_* settings
-and LOAD_RESULTS_RUN_DIR set works too (web UI). Timing comes from loadtest.client, not from
-Locust's HTTP clients (see there); every request also goes to the raw log the summary reads.
+and LOAD_RESULTS_RUN_DIR set works too (web UI), and so does a worker
+(`locust -f loadtest/locustfile.py --worker --master-host …`), which takes the master's.
+Timing comes from loadtest.client, not from Locust's HTTP clients (see there); every request
+also goes to the raw log the summary reads.
 """
 
 from __future__ import annotations
@@ -17,15 +19,17 @@ from pathlib import Path
 from typing import Any
 
 from locust import LoadTestShape, User, events, task
+from locust.runners import WorkerRunner
 
 from loadtest.client import StreamingClient, timed_chat, timed_run
 from loadtest.results import STEPS_FILE, RawLog
 from loadtest.settings import LoadSettings
 from stack.demo import SCENARIOS
 
+# A worker replaces both with the master's when the test starts (see _take_the_masters).
 SETTINGS = LoadSettings()
 RUN_DIR = Path(os.environ.get("LOAD_RESULTS_RUN_DIR", SETTINGS.results_dir))
-REQUESTS_FILE = RUN_DIR / "model_requests.json"
+REQUESTS_FILE = "model_requests.json"
 FOLLOW_UP = ("查一下我的假單", "剛剛那張也送出審核")
 # (name, first request, confirmation answer, weight): the seed scenarios, queries most often.
 AGENT_MIX = [
@@ -71,7 +75,7 @@ class ModelUser(User):
 
     def on_start(self) -> None:
         self.client = StreamingClient(SETTINGS.model_url)
-        prepared = json.loads(REQUESTS_FILE.read_text())
+        prepared = json.loads((RUN_DIR / REQUESTS_FILE).read_text())
         self.tools = prepared["tools"]
         self.conversations = prepared["conversations"]
         self.model = self.client.request_json("GET", "/models")["data"][0]["id"]
@@ -265,6 +269,37 @@ class LoadShape(LoadTestShape):
                 line = {"step": step, "users": users, "start": time.time()}
                 steps.write(json.dumps(line | ({"phase": phase} if phase else {})) + "\n")
         return users, SETTINGS.spawn_rate
+
+
+# Distributed runs: the master's settings and results folder are the run's. Locust forwards
+# custom arguments to its workers with every spawn message, so workers on other hosts (or
+# started with other LOAD_* variables) load what the master was told to, and write their raw
+# logs where it reads them (a folder they share: see docs/loadtest.md).
+@events.init_command_line_parser.add_listener
+def _shared_settings_argument(parser: Any) -> None:
+    parser.add_argument(
+        "--loadtest-shared",
+        default="",
+        include_in_web_ui=False,
+        help="set by the master for its workers: the run's LOAD_* settings and results folder",
+    )
+
+
+@events.init.add_listener
+def _share_the_masters(environment: Any, **_kwargs: Any) -> None:
+    if environment.parsed_options is not None and not isinstance(environment.runner, WorkerRunner):
+        shared = {"settings": SETTINGS.model_dump(), "run_dir": str(RUN_DIR)}
+        environment.parsed_options.loadtest_shared = json.dumps(shared)
+
+
+@events.test_start.add_listener
+def _take_the_masters(environment: Any, **_kwargs: Any) -> None:
+    global SETTINGS, RUN_DIR
+    shared = getattr(environment.parsed_options, "loadtest_shared", "")
+    if isinstance(environment.runner, WorkerRunner) and shared:
+        received = json.loads(shared)
+        SETTINGS = LoadSettings(**received["settings"])
+        RUN_DIR = Path(received["run_dir"])
 
 
 @events.quitting.add_listener

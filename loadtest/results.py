@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
+import socket
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,11 +44,13 @@ def distribution(values: Sequence[float]) -> dict[str, float | int | None]:
 
 
 class RawLog:
-    """One JSON line per request or run, one file per process (Locust --processes forks)."""
+    """One JSON line per request or run, one file per Locust process: --processes forks share
+    a host, and containers of scaled workers writing to one volume often share a pid."""
 
     def __init__(self, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
-        self._file = (folder / f"raw-{os.getpid()}.jsonl").open("a", buffering=1)
+        host = re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname()) or "host"
+        self._file = (folder / f"raw-{host}-{os.getpid()}.jsonl").open("a", buffering=1)
 
     def write(self, record: dict[str, Any]) -> None:
         self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
