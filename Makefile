@@ -155,7 +155,7 @@ test-compose: $(SYNCED) ## tier: build the image and run the compose stack in re
 
 .PHONY: down
 down: ## stop and remove the compose stack (volumes are kept)
-	$(COMPOSE_SIM) --profile gpu down
+	$(COMPOSE_SIM) -f deploy/compose.load.yaml --profile gpu --profile load down
 
 .PHONY: logs
 logs: ## follow the compose stack's logs
