@@ -136,13 +136,26 @@ up-sim: $(SYNCED) ## Docker host without GPU: the same stack with the simulator 
 	$(PY) -m stack check-stack --sim $(STACK_ARGS) --timeout $(SIM_UP_TIMEOUT)
 	@$(PY) -m stack urls --sim --env-file $(ENV_FILE)
 
+# `make load-compose LOAD_WORKERS=4 LOAD_ARGS="--shape steps"`: deploy/compose.load.yaml against
+# the stack `make up`/`make up-sim` started (it is not started or changed here).
+LOAD_WORKERS ?= 2
+COMPOSE_LOAD = $(COMPOSE_BASE) -f deploy/compose.load.yaml $(addprefix -f ,$(COMPOSE_FILES)) --profile load
+.PHONY: load-compose
+load-compose: ## Locust master + LOAD_WORKERS workers in containers against the compose stack (results into var/loadtest/)
+	LOAD_ARGS='$(LOAD_ARGS)' LOAD_WORKERS=$(LOAD_WORKERS) $(COMPOSE_LOAD) up -d --build --no-deps \
+		--scale locust-worker=$(LOAD_WORKERS) locust-master locust-worker
+	@status=0; $(COMPOSE_LOAD) wait locust-master || status=$$?; \
+		$(COMPOSE_LOAD) logs --no-log-prefix --tail 40 locust-master; \
+		mkdir -p var/loadtest && $(COMPOSE_LOAD) cp locust-master:/results/. var/loadtest/; \
+		exit $$status
+
 .PHONY: test-compose
 test-compose: $(SYNCED) ## tier: build the image and run the compose stack in real containers (podman; root)
 	$(PY) -m pytest -m containers tests/containers -p no:cacheprovider -s
 
 .PHONY: down
 down: ## stop and remove the compose stack (volumes are kept)
-	$(COMPOSE_SIM) --profile gpu down
+	$(COMPOSE_SIM) -f deploy/compose.load.yaml --profile gpu --profile load down
 
 .PHONY: logs
 logs: ## follow the compose stack's logs

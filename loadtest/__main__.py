@@ -14,12 +14,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from . import conversations
 from .results import write_summary
 from .settings import LoadSettings
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
-CLASSES = {"agent": "AgentUser", "model": "ModelUser"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,8 +33,15 @@ def main(argv: list[str] | None = None) -> int:
     for name, field in LoadSettings.model_fields.items():
         parser.add_argument(f"--{name.replace('_', '-')}", dest=name, help=field.description)
     given = {k: v for k, v in vars(parser.parse_args(argv)).items() if v is not None}
-    settings = LoadSettings(**given)
-    classes = [CLASSES[c.strip()] for c in settings.user_classes.split(",") if c.strip()]
+    try:
+        settings = LoadSettings(**given)
+    except ValidationError as error:
+        for problem in error.errors():
+            setting = "_".join(str(part) for part in problem["loc"])
+            where = f"--{setting.replace('_', '-')} / LOAD_{setting.upper()}: " if setting else ""
+            print(f"configuration error: {where}{problem['msg']}", file=sys.stderr)
+        return 2
+    classes = settings.user_class_names()
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     run_dir = Path(settings.results_dir) / stamp
     conversations.write(run_dir / "model_requests.json")
@@ -62,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     print(f"load: {settings.shape}, {' + '.join(classes)} → {run_dir}", flush=True)
     status = subprocess.run(command, env=env).returncode
-    summary = write_summary(run_dir, settings.slo())
+    summary = write_summary(run_dir, settings.slo(), settings.prometheus_url)
     print(json.dumps(_headline(summary), indent=1, ensure_ascii=False))
     print(f"summary: {run_dir / 'summary.json'}")
     return status
@@ -72,19 +80,28 @@ def _headline(summary: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for step in summary["steps"]:
         model, agent = step["model"] or {}, step["agent"] or {}
-        rows.append(
-            {
-                "step": step["step"],
-                "users": step["users"],
-                "runs/s": round(agent.get("runs_per_s", 0), 3),
-                "model req/s": round(model.get("requests_per_s", 0), 3),
-                "run p95 ms": (agent.get("run_ms") or {}).get("p95"),
-                "TTFT p99 ms": (model.get("ttft_ms") or {}).get("p99"),
-                "ITL p99 ms": (model.get("itl_ms") or {}).get("p99"),
-                "errors": step["errors"],
-                "SLO met": step["slo_met"],
-            }
-        )
+        facade = step.get("facade") or {}
+        row = {"step": step["step"], "users": step["users"]}
+        if step.get("phase"):
+            row["phase"] = step["phase"]
+        if agent:
+            row["runs/s"] = round(agent["runs_per_s"], 3)
+            row["run p95 ms"] = agent["run_ms"]["p95"]
+        if facade:
+            row["facade runs/s"] = round(facade["runs_per_s"], 3)
+            row["facade run p95 ms"] = facade["run_ms"]["p95"]
+        if model:
+            row["model req/s"] = round(model["requests_per_s"], 3)
+            row["TTFT p99 ms"] = model["ttft_ms"]["p99"]
+            row["ITL p99 ms"] = model["itl_ms"]["p99"]
+        server = step.get("prometheus") or {}
+        for name, label in (
+            ("gpu_util_percent_mean", "GPU util %"),
+            ("vllm_ttft_p95_ms", "vLLM TTFT p95 ms"),
+        ):
+            if server.get(name) is not None:
+                row[label] = round(server[name], 1)
+        rows.append(row | {"errors": step["errors"], "SLO met": step["slo_met"]})
     return rows
 
 

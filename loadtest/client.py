@@ -140,6 +140,7 @@ class ChatSample:
     e2e_ms: float = 0.0
     prompt_tokens: int = 0
     output_tokens: int = 0
+    finish_reason: str | None = None
 
     @property
     def tpot_ms(self) -> float | None:
@@ -174,6 +175,7 @@ def timed_chat(client: StreamingClient, body: dict[str, Any]) -> ChatSample:
             sample.prompt_tokens = chunk["usage"].get("prompt_tokens", 0)
             sample.output_tokens = chunk["usage"].get("completion_tokens", 0)
         for choice in chunk.get("choices") or []:
+            sample.finish_reason = choice.get("finish_reason") or sample.finish_reason
             delta = choice.get("delta") or {}
             if not (delta.get("content") or delta.get("tool_calls")):
                 continue

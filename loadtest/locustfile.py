@@ -1,9 +1,12 @@
-"""Locust users for the leave copilot: whole agent runs, and raw streaming chat completions.
+"""Locust users for the leave copilot: whole agent runs (through the loop's runs API or its
+OpenAI-compatible facade), and raw streaming chat completions to the model.
 
 Run it through `python -m loadtest` (or `make load`), which prepares the model user's requests,
 starts Locust and writes summary.json; `locust -f loadtest/locustfile.py` with LOAD_* settings
-and LOAD_RESULTS_RUN_DIR set works too (web UI). Timing comes from loadtest.client, not from
-Locust's HTTP clients (see there); every request also goes to the raw log the summary reads.
+and LOAD_RESULTS_RUN_DIR set works too (web UI), and so does a worker
+(`locust -f loadtest/locustfile.py --worker --master-host …`), which takes the master's.
+Timing comes from loadtest.client, not from Locust's HTTP clients (see there); every request
+also goes to the raw log the summary reads.
 """
 
 from __future__ import annotations
@@ -16,15 +19,17 @@ from pathlib import Path
 from typing import Any
 
 from locust import LoadTestShape, User, events, task
+from locust.runners import WorkerRunner
 
 from loadtest.client import StreamingClient, timed_chat, timed_run
 from loadtest.results import STEPS_FILE, RawLog
 from loadtest.settings import LoadSettings
 from stack.demo import SCENARIOS
 
+# A worker replaces both with the master's when the test starts (see _take_the_masters).
 SETTINGS = LoadSettings()
 RUN_DIR = Path(os.environ.get("LOAD_RESULTS_RUN_DIR", SETTINGS.results_dir))
-REQUESTS_FILE = RUN_DIR / "model_requests.json"
+REQUESTS_FILE = "model_requests.json"
 FOLLOW_UP = ("查一下我的假單", "剛剛那張也送出審核")
 # (name, first request, confirmation answer, weight): the seed scenarios, queries most often.
 AGENT_MIX = [
@@ -70,7 +75,7 @@ class ModelUser(User):
 
     def on_start(self) -> None:
         self.client = StreamingClient(SETTINGS.model_url)
-        prepared = json.loads(REQUESTS_FILE.read_text())
+        prepared = json.loads((RUN_DIR / REQUESTS_FILE).read_text())
         self.tools = prepared["tools"]
         self.conversations = prepared["conversations"]
         self.model = self.client.request_json("GET", "/models")["data"][0]["id"]
@@ -170,16 +175,82 @@ class AgentUser(User):
         return s.session_id
 
 
+# (name, OpenAI messages, weight): the seed scenarios as a chat client would send them. The
+# facade declines confirmations, so there is no accepted cancel; a follow-up carries its
+# history in the messages, as the facade keeps no session.
+FACADE_MIX = [
+    ("submit", [{"role": "user", "content": SCENARIOS[0].request}], 1),
+    ("query", [{"role": "user", "content": SCENARIOS[1].request}], 3),
+    ("cancel-decline", [{"role": "user", "content": SCENARIOS[2].request}], 1),
+    (
+        "history-follow-up",
+        [
+            {"role": "user", "content": FOLLOW_UP[0]},
+            {"role": "assistant", "content": "找到你的假單，列在上面。"},
+            {"role": "user", "content": FOLLOW_UP[1]},
+        ],
+        1,
+    ),
+]
+
+
+class FacadeUser(User):
+    """An OpenAI client of the copilot: streamed chat completions on the loop's facade, where
+    one completion is a whole agent run and the model is the agent's name (GET /v1/models)."""
+
+    def wait_time(self) -> float:
+        return random.expovariate(1 / SETTINGS.think_seconds) if SETTINGS.think_seconds else 0
+
+    def on_start(self) -> None:
+        headers = {"Authorization": f"Bearer {SETTINGS.token}"}
+        self.client = StreamingClient(f"{SETTINGS.loop_url.rstrip('/')}/v1", headers)
+        self.model = self.client.request_json("GET", "/models")["data"][0]["id"]
+
+    def on_stop(self) -> None:
+        self.client.close()
+
+    @task
+    def chat(self) -> None:
+        name, messages, _ = random.choices(FACADE_MIX, weights=[m[2] for m in FACADE_MIX])[0]
+        start = time.time()
+        record: dict[str, Any] = {"kind": "facade", "name": name}
+        try:
+            s = timed_chat(self.client, {"model": self.model, "messages": messages})
+            # the facade ends a run that did not complete (failed, cancelled, turn limit) with
+            # finish_reason "length" and the status as its text: not an answer
+            if s.finish_reason != "stop":
+                raise RuntimeError(f"run did not complete (finish_reason {s.finish_reason})")
+        except Exception as error:
+            record.update(start=start, end=time.time(), ok=False, error=str(error)[:300])
+            raw_log().write(record)
+            _fire(self, "facade", "run", (time.time() - start) * 1000, 0, error)
+            return
+        record.update(
+            start=start,
+            end=time.time(),
+            ok=True,
+            error=None,
+            first_answer_ms=s.ttft_ms,
+            run_ms=s.e2e_ms,
+            prompt_tokens=s.prompt_tokens,
+            output_tokens=s.output_tokens,
+            finish_reason=s.finish_reason,
+        )
+        raw_log().write(record)
+        _fire(self, "facade", "first answer token", s.ttft_ms, 0, None)
+        _fire(self, "facade", "run", s.e2e_ms, s.output_tokens, None)
+
+
 class LoadShape(LoadTestShape):
-    """constant (LOAD_USERS for LOAD_DURATION_SECONDS) or steps (users rising each step).
+    """constant (LOAD_USERS for LOAD_DURATION_SECONDS), steps (users rising each step) or
+    spike (a baseline, LOAD_SPIKE_FACTOR × the users for LOAD_SPIKE_SECONDS, the baseline again).
 
     It runs where the users are counted (the master, or the only process) and writes each
-    step's wall-clock start to steps.jsonl, which the summary cuts the raw log by."""
+    step's wall-clock start (and phase) to steps.jsonl, which the summary cuts the raw log by."""
 
     def __init__(self) -> None:
         super().__init__()
         self.schedule = SETTINGS.schedule()
-        self.step_seconds = SETTINGS.step_seconds
         self.current = -1
 
     def tick(self) -> tuple[int, float] | None:
@@ -187,16 +258,48 @@ class LoadShape(LoadTestShape):
         if run_time >= SETTINGS.total_seconds():
             return None
         step = 0
-        for k, (offset, _) in enumerate(self.schedule):
-            if run_time >= offset:
+        for k, planned in enumerate(self.schedule):
+            if run_time >= planned.offset:
                 step = k
+        users, phase = self.schedule[step].users, self.schedule[step].phase
         if step != self.current:
             self.current = step
             RUN_DIR.mkdir(parents=True, exist_ok=True)
             with (RUN_DIR / STEPS_FILE).open("a") as steps:
-                line = {"step": step, "users": self.schedule[step][1], "start": time.time()}
-                steps.write(json.dumps(line) + "\n")
-        return self.schedule[step][1], SETTINGS.spawn_rate
+                line = {"step": step, "users": users, "start": time.time()}
+                steps.write(json.dumps(line | ({"phase": phase} if phase else {})) + "\n")
+        return users, SETTINGS.spawn_rate
+
+
+# Distributed runs: the master's settings and results folder are the run's. Locust forwards
+# custom arguments to its workers with every spawn message, so workers on other hosts (or
+# started with other LOAD_* variables) load what the master was told to, and write their raw
+# logs where it reads them (a folder they share: see docs/loadtest.md).
+@events.init_command_line_parser.add_listener
+def _shared_settings_argument(parser: Any) -> None:
+    parser.add_argument(
+        "--loadtest-shared",
+        default="",
+        include_in_web_ui=False,
+        help="set by the master for its workers: the run's LOAD_* settings and results folder",
+    )
+
+
+@events.init.add_listener
+def _share_the_masters(environment: Any, **_kwargs: Any) -> None:
+    if environment.parsed_options is not None and not isinstance(environment.runner, WorkerRunner):
+        shared = {"settings": SETTINGS.model_dump(), "run_dir": str(RUN_DIR)}
+        environment.parsed_options.loadtest_shared = json.dumps(shared)
+
+
+@events.test_start.add_listener
+def _take_the_masters(environment: Any, **_kwargs: Any) -> None:
+    global SETTINGS, RUN_DIR
+    shared = getattr(environment.parsed_options, "loadtest_shared", "")
+    if isinstance(environment.runner, WorkerRunner) and shared:
+        received = json.loads(shared)
+        SETTINGS = LoadSettings(**received["settings"])
+        RUN_DIR = Path(received["run_dir"])
 
 
 @events.quitting.add_listener

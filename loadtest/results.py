@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
+import socket
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,11 +44,13 @@ def distribution(values: Sequence[float]) -> dict[str, float | int | None]:
 
 
 class RawLog:
-    """One JSON line per request or run, one file per process (Locust --processes forks)."""
+    """One JSON line per request or run, one file per Locust process: --processes forks share
+    a host, and containers of scaled workers writing to one volume often share a pid."""
 
     def __init__(self, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
-        self._file = (folder / f"raw-{os.getpid()}.jsonl").open("a", buffering=1)
+        host = re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname()) or "host"
+        self._file = (folder / f"raw-{host}-{os.getpid()}.jsonl").open("a", buffering=1)
 
     def write(self, record: dict[str, Any]) -> None:
         self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
@@ -77,6 +81,11 @@ class Slo:
     itl_p99_ms: float
     run_p95_ms: float
     max_error_ratio: float = 0.0
+    facade_run_p95_ms: float | None = None  # None: the agent runs' run_p95_ms
+
+    @property
+    def facade_run_ms(self) -> float:
+        return self.run_p95_ms if self.facade_run_p95_ms is None else self.facade_run_p95_ms
 
 
 def _rate(n: float, seconds: float) -> float:
@@ -143,10 +152,42 @@ def _agent_block(records: list[dict[str, Any]], seconds: float, slo: Slo) -> dic
     }
 
 
+def _facade_block(records: list[dict[str, Any]], seconds: float, slo: Slo) -> dict[str, Any]:
+    """Agent runs as an OpenAI client sees them through the loop's chat-completions facade."""
+    ok = [r for r in records if r["ok"]]
+    n = len(ok) or 1
+    in_tokens = sum(r["prompt_tokens"] for r in ok)
+    out_tokens = sum(r["output_tokens"] for r in ok)
+    good = [r for r in ok if r["run_ms"] <= slo.facade_run_ms]
+    by_scenario: dict[str, int] = {}
+    for r in records:
+        by_scenario[r["name"]] = by_scenario.get(r["name"], 0) + 1
+    return {
+        "runs": len(records),
+        "errors": len(records) - len(ok),
+        "runs_per_s": _rate(len(ok), seconds),
+        "input_tokens": in_tokens,
+        "output_tokens": out_tokens,
+        "input_tokens_per_s": _rate(in_tokens, seconds),
+        "output_tokens_per_s": _rate(out_tokens, seconds),
+        "prompt_tokens_per_run": in_tokens / n,
+        "output_tokens_per_run": out_tokens / n,
+        "first_answer_ms": distribution([r["first_answer_ms"] for r in ok]),
+        "run_ms": distribution([r["run_ms"] for r in ok]),
+        "goodput_per_s": _rate(len(good), seconds),
+        "slo_attainment": len(good) / len(records) if records else None,
+        "scenarios": by_scenario,
+    }
+
+
 def _slo_verdict(step: dict[str, Any], slo: Slo) -> tuple[bool, list[str]]:
     broken = []
-    model, agent = step.get("model"), step.get("agent")
-    total = (model or {}).get("requests", 0) + (agent or {}).get("runs", 0)
+    model, agent, facade = step.get("model"), step.get("agent"), step.get("facade")
+    total = (
+        (model or {}).get("requests", 0)
+        + (agent or {}).get("runs", 0)
+        + (facade or {}).get("runs", 0)
+    )
     if not total:
         return False, ["no requests"]
     if step["error_ratio"] > slo.max_error_ratio:
@@ -161,6 +202,10 @@ def _slo_verdict(step: dict[str, Any], slo: Slo) -> tuple[bool, list[str]]:
         run = agent["run_ms"]["p95"]
         if run is None or run > slo.run_p95_ms:
             broken.append(f"run latency p95 {run} ms > {slo.run_p95_ms}")
+    if facade and facade["runs"]:
+        run = facade["run_ms"]["p95"]
+        if run is None or run > slo.facade_run_ms:
+            broken.append(f"facade run latency p95 {run} ms > {slo.facade_run_ms}")
     return not broken, broken
 
 
@@ -183,14 +228,17 @@ def summarise(
         seconds = end - start
         model = [r for r in inside if r["kind"] == "model"]
         agent = [r for r in inside if r["kind"] == "agent"]
+        facade = [r for r in inside if r["kind"] == "facade"]
         block: dict[str, Any] = {
             "step": step["step"],
+            "phase": step.get("phase"),  # the spike shape's baseline, spike and recovery
             "users": step.get("users"),
             "start": start,
             "end": end,
             "seconds": seconds,
             "model": _model_block(model, seconds, slo) if model else None,
             "agent": _agent_block(agent, seconds, slo) if agent else None,
+            "facade": _facade_block(facade, seconds, slo) if facade else None,
         }
         errors = sum(1 for r in inside if not r["ok"])
         block["errors"] = errors
@@ -205,6 +253,7 @@ def summarise(
             "ttft_p99_ms": slo.ttft_p99_ms,
             "itl_p99_ms": slo.itl_p99_ms,
             "run_p95_ms": slo.run_p95_ms,
+            "facade_run_p95_ms": slo.facade_run_ms,
             "max_error_ratio": slo.max_error_ratio,
         },
         "percentile_method": "exact, linear interpolation between closest ranks (numpy default)",
@@ -214,23 +263,32 @@ def summarise(
 
 
 def _capacity(step: dict[str, Any]) -> dict[str, Any]:
-    """The figures the cost calculator reads: the highest step that met the SLO."""
+    """The figures the cost calculator reads: the highest step that met the SLO.
+
+    Facade runs are counted apart from the agent users' runs (another client's view of the
+    same work); their tokens are in the token rates, which are everything the model served."""
     model, agent = step["model"] or {}, step["agent"] or {}
+    facade = step.get("facade") or {}
+    blocks = (model, agent, facade)
     return {
         "step": step["step"],
         "users": step["users"],
         "runs_per_s": agent.get("runs_per_s", 0.0),
+        "facade_runs_per_s": facade.get("runs_per_s", 0.0),
         "model_requests_per_s": model.get("requests_per_s", 0.0),
-        "output_tokens_per_s": model.get("output_tokens_per_s", 0.0)
-        + agent.get("output_tokens_per_s", 0.0),
-        "input_tokens_per_s": model.get("input_tokens_per_s", 0.0)
-        + agent.get("input_tokens_per_s", 0.0),
+        "output_tokens_per_s": sum(b.get("output_tokens_per_s", 0.0) for b in blocks),
+        "input_tokens_per_s": sum(b.get("input_tokens_per_s", 0.0) for b in blocks),
         "prompt_tokens_per_run": agent.get("prompt_tokens_per_run"),
         "output_tokens_per_run": agent.get("output_tokens_per_run"),
     }
 
 
-def write_summary(folder: Path, slo: Slo) -> dict[str, Any]:
+def write_summary(folder: Path, slo: Slo, prometheus_url: str = "off") -> dict[str, Any]:
+    """summary.json from the raw logs and steps in `folder`, with each step's Prometheus
+    figures (LOAD_PROMETHEUS_URL's meaning: a URL, empty for make dev's, or off)."""
+    from . import prometheus
+
     summary = summarise(read_records(folder), read_steps(folder), slo)
+    prometheus.add_figures(summary, *prometheus.resolve(prometheus_url))
     (folder / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
     return summary

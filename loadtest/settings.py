@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, NamedTuple
 
-from pydantic import Field
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .results import Slo
+
+# `user_classes` names → the Locust user classes in loadtest/locustfile.py
+USER_CLASSES = {"agent": "AgentUser", "model": "ModelUser", "facade": "FacadeUser"}
+
+
+class Step(NamedTuple):
+    offset: float  # seconds from the start of the test
+    users: int
+    phase: str | None = None  # the spike shape's baseline, spike and recovery
 
 
 class LoadSettings(BaseSettings):
@@ -16,22 +25,50 @@ class LoadSettings(BaseSettings):
     loop_url: str = "http://127.0.0.1:8080"
     model_url: str = Field("http://127.0.0.1:8000/v1", description="vLLM's OpenAI base URL.")
     token: str = "demo-token-employee"
-    user_classes: str = Field("agent,model", description="Which users run: agent, model.")
-    shape: Literal["constant", "steps"] = "constant"
-    users: int = Field(4, ge=1, description="constant: users; steps: users of the first step")
+    user_classes: str = Field(
+        "agent,model", description="Which users run, comma-separated: agent, model, facade."
+    )
+    shape: Literal["constant", "steps", "spike"] = "constant"
+    users: int = Field(
+        4, ge=1, description="constant: users; steps: users of the first step; spike: baseline"
+    )
     step_users: int = Field(4, ge=1, description="users added per step")
     steps: int = Field(5, ge=1)
     step_seconds: float = Field(20.0, gt=0)
-    duration_seconds: float = Field(30.0, gt=0, description="constant shape only")
+    duration_seconds: float = Field(30.0, gt=0, description="constant and spike shapes")
+    spike_factor: float = Field(4.0, gt=1, description="spike: users × this during the spike")
+    spike_start_seconds: float = Field(10.0, gt=0, description="spike: baseline before it")
+    spike_seconds: float = Field(10.0, gt=0, description="spike: how long it lasts")
     spawn_rate: float = Field(50.0, gt=0)
     think_seconds: float = Field(1.0, ge=0, description="mean pause between an agent's runs")
     model_think_seconds: float = Field(0.0, ge=0)
     max_tokens: int = Field(256, ge=1, description="max_tokens of the model user's requests")
     results_dir: str = "var/loadtest"
+    prometheus_url: str = Field(
+        "",
+        description="Prometheus for each step's server-side figures; empty: make dev's while "
+        "it runs; off: none",
+    )
     slo_ttft_p99_ms: float = Field(200.0, gt=0)
     slo_itl_p99_ms: float = Field(50.0, gt=0)
     slo_run_p95_ms: float = Field(5000.0, gt=0)
+    slo_facade_run_p95_ms: float = Field(
+        5000.0, gt=0, description="run latency p95 through the chat-completions facade"
+    )
     slo_max_error_ratio: float = Field(0.0, ge=0, le=1)
+
+    @field_validator("user_classes")
+    @classmethod
+    def _known_classes(cls, value: str) -> str:
+        names = [c.strip() for c in value.split(",") if c.strip()]
+        unknown = [c for c in names if c not in USER_CLASSES]
+        if unknown or not names:
+            raise ValueError(f"expected some of {', '.join(USER_CLASSES)}, got {value!r}")
+        return ",".join(names)
+
+    def user_class_names(self) -> list[str]:
+        """The Locust class names of `user_classes`."""
+        return [USER_CLASSES[c] for c in self.user_classes.split(",")]
 
     def slo(self) -> Slo:
         return Slo(
@@ -39,17 +76,39 @@ class LoadSettings(BaseSettings):
             self.slo_itl_p99_ms,
             self.slo_run_p95_ms,
             self.slo_max_error_ratio,
+            self.slo_facade_run_p95_ms,
         )
 
-    def schedule(self) -> list[tuple[float, int]]:
-        """(seconds from the start, users) for each step; the test ends after the last."""
+    @model_validator(mode="after")
+    def _spike_fits(self) -> LoadSettings:
+        if self.shape == "spike" and self.spike_start_seconds + self.spike_seconds >= (
+            self.duration_seconds
+        ):
+            raise ValueError(
+                f"the spike ends at {self.spike_start_seconds + self.spike_seconds:g} s "
+                "(spike_start_seconds + spike_seconds), not before duration_seconds "
+                f"({self.duration_seconds:g} s): no baseline after it to recover in"
+            )
+        return self
+
+    def schedule(self) -> list[Step]:
+        """Each step's start (seconds from the test's start), users and phase; the test ends
+        `total_seconds()` after the start."""
         if self.shape == "constant":
-            return [(0.0, self.users)]
+            return [Step(0.0, self.users)]
+        if self.shape == "spike":
+            peak = max(self.users + 1, round(self.users * self.spike_factor))
+            end = self.spike_start_seconds + self.spike_seconds
+            return [
+                Step(0.0, self.users, "baseline"),
+                Step(self.spike_start_seconds, peak, "spike"),
+                Step(end, self.users, "recovery"),
+            ]
         return [
-            (k * self.step_seconds, self.users + k * self.step_users) for k in range(self.steps)
+            Step(k * self.step_seconds, self.users + k * self.step_users) for k in range(self.steps)
         ]
 
     def total_seconds(self) -> float:
-        if self.shape == "constant":
-            return self.duration_seconds
-        return self.steps * self.step_seconds
+        if self.shape == "steps":
+            return self.steps * self.step_seconds
+        return self.duration_seconds

@@ -11,7 +11,7 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = REPO_ROOT / "deploy"
 BASE_FILE = DEPLOY / "compose.yaml"
 SIM_FILE = DEPLOY / "compose.sim.yaml"
+LOAD_FILE = DEPLOY / "compose.load.yaml"
 EXAMPLE_ENV = DEPLOY / ".env.example"
 
 
@@ -51,10 +52,11 @@ def config(
     sim: bool,
     env_file: Path = EXAMPLE_ENV,
     environ: Mapping[str, str] | None = None,
+    extra_files: Sequence[Path] = (),
 ) -> dict[str, Any]:
     """The fully resolved project, as `docker compose config --format json` prints it."""
     command = [compose_binary()]
-    for file in compose_files(sim=sim):
+    for file in [*compose_files(sim=sim), *extra_files]:
         command += ["-f", str(file)]
     command += ["--env-file", str(env_file), "config", "--format", "json"]
     env = dict(os.environ if environ is None else environ)

@@ -119,6 +119,20 @@ def local_service(
     )
 
 
+def running_local_url(run_dir: Path | None = None) -> str | None:
+    """The URL of the local stack's Prometheus (`make dev`) while it runs, else None."""
+    from .localstack import RUN_DIR, LocalStack
+
+    local = LocalStack(run_dir or RUN_DIR)
+    if "prometheus" not in local.running():
+        return None
+    command = (local.pids / "prometheus.pid").read_text().splitlines()[1]
+    for argument in command.split():
+        if argument.startswith("--web.listen-address="):
+            return f"http://{argument.split('=', 1)[1]}"
+    return None
+
+
 def query(url: str, expression: str) -> float | None:
     """One instant value, or None when the query has no data."""
     answer = httpx.get(f"{url}/api/v1/query", params={"query": expression}, timeout=5).json()

@@ -163,6 +163,8 @@ def _from_summary(
     capacity = summary["capacity_at_slo"]
     runs = _number(capacity, "runs_per_s", path)
     requests = _number(capacity, "model_requests_per_s", path)
+    # absent from summaries written before the facade user existed
+    facade = _number(capacity, "facade_runs_per_s", path) if "facade_runs_per_s" in capacity else 0
     tokens_in = _number(capacity, "input_tokens_per_s", path)
     tokens_out = _number(capacity, "output_tokens_per_s", path)
     steps = summary.get("steps") or []
@@ -184,9 +186,14 @@ def _from_summary(
         if s.capacity_basis == "runs":
             capacity_per_s = runs
             basis["capacity_per_s"] = "runs/s of the capacity step"
-            if requests > 0:
+            others = [
+                f"{n:.3g} {what}/s"
+                for n, what in ((requests, "raw model requests"), (facade, "facade runs"))
+                if n > 0
+            ]
+            if others:
                 mixed = (
-                    f"the capacity step also served {requests:.3g} raw model requests/s besides "
+                    f"the capacity step also served {' and '.join(others)} besides "
                     f"{runs:.3g} runs/s, so runs/s understates a replica that serves only runs: "
                     "load with agent users only (--user-classes agent) or set "
                     "capacity_basis = tokens"

@@ -27,7 +27,15 @@ def sim() -> dict:
     return compose.config(sim=True)
 
 
-@pytest.mark.parametrize("files", [["compose.yaml"], ["compose.yaml", "compose.sim.yaml"]])
+@pytest.mark.parametrize(
+    "files",
+    [
+        ["compose.yaml"],
+        ["compose.yaml", "compose.sim.yaml"],
+        ["compose.yaml", "compose.load.yaml"],
+        ["compose.yaml", "compose.sim.yaml", "compose.load.yaml"],
+    ],
+)
 def test_files_satisfy_the_compose_specification(files):
     assert compose.validate([compose.DEPLOY / f for f in files], compose.EXAMPLE_ENV) == ""
 
@@ -150,7 +158,7 @@ def test_services_reach_each_other_by_the_names_and_ports_they_serve(gpu):
 
 
 def compose_variables() -> set[str]:
-    text = compose.BASE_FILE.read_text() + compose.SIM_FILE.read_text()
+    text = "".join(f.read_text() for f in (compose.BASE_FILE, compose.SIM_FILE, compose.LOAD_FILE))
     return set(re.findall(r"\$\{([A-Z][A-Z0-9_]*)", text))
 
 

@@ -86,3 +86,51 @@ def test_errors_break_the_slo_and_are_counted():
     assert step["errors"] == 1 and step["error_ratio"] == 0.5
     assert not step["slo_met"]
     assert summarise(records, [], slo)["capacity_at_slo"] is None
+
+
+def _facade(start, first, run, ok=True):
+    return {
+        "kind": "facade",
+        "name": "query",
+        "start": start,
+        "end": start + run / 1000,
+        "ok": ok,
+        "error": None if ok else "run did not complete (finish_reason length)",
+        "first_answer_ms": first,
+        "run_ms": run,
+        "prompt_tokens": 3000,
+        "output_tokens": 100,
+        "finish_reason": "stop" if ok else None,
+    }
+
+
+def test_facade_runs_have_their_own_block_slo_and_capacity_figures():
+    slo = Slo(ttft_p99_ms=100, itl_p99_ms=20, run_p95_ms=5000, facade_run_p95_ms=800)
+    steps = [{"step": 0, "users": 1, "start": 0.0}, {"step": 1, "users": 2, "start": 10.0}]
+    records = [_facade(t, 300, 600) for t in range(10)]  # within 800 ms
+    records += [_facade(10 + t / 2, 300, 1200) for t in range(20)]  # within 5 s, not 800 ms
+    records += [_model(t, 50, [10, 10], 3) for t in range(10)]
+    summary = summarise(records, steps, slo)
+    first, second = summary["steps"]
+    assert first["facade"]["runs"] == 10 and first["facade"]["runs_per_s"] == 1.0
+    assert (
+        first["facade"]["run_ms"]["p95"] == 600 and first["facade"]["first_answer_ms"]["p50"] == 300
+    )
+    assert first["slo_met"] and first["agent"] is None
+    assert not second["slo_met"] and second["facade"]["goodput_per_s"] == 0
+    assert second["slo_broken"] == ["facade run latency p95 1200.0 ms > 800"]
+    capacity = summary["capacity_at_slo"]
+    assert capacity["facade_runs_per_s"] == 1.0 and capacity["runs_per_s"] == 0.0
+    # every token the model served counts in the rates: the facade's 300/s and the model's 3/s
+    assert capacity["output_tokens_per_s"] == 100 + 3
+    assert summary["slo"]["facade_run_p95_ms"] == 800
+
+
+def test_a_facade_run_that_did_not_complete_is_an_error():
+    slo = Slo(ttft_p99_ms=100, itl_p99_ms=20, run_p95_ms=5000)
+    records = [_facade(0, 300, 600), _facade(1, 300, 600, ok=False)]
+    step = summarise(records, [], slo)["steps"][0]
+    assert step["facade"]["errors"] == 1 and step["error_ratio"] == 0.5
+    assert step["error_examples"] == ["run did not complete (finish_reason length)"]
+    # without a facade SLO of its own, a facade run is held to the agent runs' one
+    assert summarise(records, [], slo)["slo"]["facade_run_p95_ms"] == 5000

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -126,6 +127,19 @@ def test_the_report_says_when_the_capacity_is_only_a_lower_bound(tmp_path, capsy
     status, out, _ = run(capsys, str(path), "--capacity-requests-per-s", "3")
     assert status == 0
     assert "still met the SLO" not in out and "raw model requests/s" not in out
+
+
+def test_facade_runs_beside_the_agent_runs_are_a_mixed_load_too(tmp_path, capsys):
+    facade = [{**_agent(t / 2, 1000), "kind": "facade"} for t in range(10)]
+    records = [_agent(t / 2, 1000) for t in range(20)] + facade
+    summary = summarise(records, [{"step": 0, "users": 6, "start": 0.0}], Slo(200, 50, 5000))
+    path = tmp_path / "run" / "summary.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(summary))
+    status, out, _ = run(capsys, str(path))
+    assert status == 0
+    assert re.search(r"also served 0\.95\d* facade runs/s besides 1\.9\d* runs/s", out)
+    assert "raw model requests/s" not in out
 
 
 def test_explicit_numbers_need_no_summary(tmp_path, capsys):

@@ -1,0 +1,83 @@
+"""The whole path on the real local stack: a short headless Locust run of agent, facade and
+model users against the simulator, the seeded MCP server and the loop (processes on free
+ports), then the cost calculator as a process on the summary it wrote."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from loadtest.cost.inputs import CAPACITY_FIELDS
+from tests.loop.conftest import loop_service
+from tests.support import REPO_ROOT, mcp_server, model_simulator
+
+LOAD_SECONDS = 8
+
+
+def run(args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    # the runner's own LOAD_*/COST_* variables must not change what is measured or priced
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LOAD_", "COST_"))}
+    return subprocess.run(
+        [sys.executable, "-m", *args],
+        cwd=REPO_ROOT,
+        env=env | {"LOAD_PROMETHEUS_URL": "off"},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.mark.timeout(120)
+def test_load_test_on_the_local_stack_feeds_the_cost_calculator(tmp_path: Path):
+    began = time.monotonic()
+    with (
+        mcp_server(tmp_path) as mcp,
+        model_simulator(tmp_path, profile="instant") as sim,
+        loop_service(tmp_path, f"{sim}/v1", f"{mcp}/mcp") as (loop, _),
+    ):
+        load = run(
+            [
+                *("loadtest", "--loop-url", loop, "--model-url", f"{sim}/v1"),
+                *("--user-classes", "agent,facade,model", "--users", "3"),
+                *("--duration-seconds", str(LOAD_SECONDS), "--results-dir", str(tmp_path / "r")),
+                # think time keeps three users from saturating two shared cores
+                *("--think-seconds", "0.3", "--model-think-seconds", "0.3"),
+                *("--max-tokens", "32"),
+                # this test is about the plumbing; the machine's speed is not under test
+                *("--slo-ttft-p99-ms", "5000", "--slo-itl-p99-ms", "1000"),
+            ],
+            timeout=90,
+        )
+    loaded = time.monotonic() - began
+    assert load.returncode == 0, load.stdout[-3000:] + load.stderr[-3000:]
+    (summary_path,) = (tmp_path / "r").glob("*/summary.json")
+    summary = json.loads(summary_path.read_text())
+    (step,) = summary["steps"]
+    assert step["errors"] == 0, step["error_examples"]
+    assert step["slo_met"], step["slo_broken"]
+    agent, facade, model = step["agent"], step["facade"], step["model"]
+    assert agent["runs_per_s"] > 0 and agent["turns_per_run"] >= 2
+    assert agent["tool_calls_per_run"] >= 1 and agent["output_tokens_per_run"] > 0
+    assert facade["runs_per_s"] > 0 and facade["output_tokens_per_run"] > 0
+    assert facade["first_answer_ms"]["p50"] <= facade["run_ms"]["p50"]
+    assert model["requests_per_s"] > 0 and model["output_tokens_per_s"] > 0
+    capacity = summary["capacity_at_slo"]
+    assert set(CAPACITY_FIELDS) <= set(capacity)
+    assert capacity["runs_per_s"] == agent["runs_per_s"]
+    assert capacity["facade_runs_per_s"] == facade["runs_per_s"]
+    assert capacity["prompt_tokens_per_run"] > capacity["output_tokens_per_run"] > 0
+
+    cost = run(
+        ["loadtest.cost", str(summary_path), "--settings", "loadtest/cost.example.toml"],
+        timeout=60,
+    )
+    assert cost.returncode == 0, cost.stdout[-3000:] + cost.stderr[-3000:]
+    report = json.loads((summary_path.parent / "cost.json").read_text())
+    print(f"stack up + load test: {loaded:.1f} s, total {time.monotonic() - began:.1f} s")
+    assert report["break_even"]["without_hidden_costs"]["requests_per_day"] > 0
