@@ -228,6 +228,23 @@ def print_steps(title: str, final: dict[str, Any]) -> None:
             print(f"  tool {step['name']} {arguments} error={step.get('error')}")
 
 
+@pytest.mark.parametrize("request_text", ["把我那張家庭旅遊的特休送出審核", "查一下我的假單"])
+def test_the_seed_requests_run_through_the_loop_on_the_real_model(loop_on_real_vllm, request_text):
+    """The seed submit and query: whatever the tiny model decides, every step is recorded
+    and the run ends with a true status (a failure has its reason)."""
+    loop, _ = loop_on_real_vllm
+    final = httpx.post(
+        f"{loop}/v1/runs", json={"input": request_text}, headers=EMPLOYEE, timeout=900
+    ).json()
+    print_steps(request_text, final)
+    assert final["status"] in {"completed", "failed", "max_turns"}, final
+    assert final["steps"][0]["type"] == "model"
+    if final["status"] != "completed":
+        assert final["reason"], final
+    tool_steps = [s for s in final["steps"] if s["type"] == "tool"]
+    assert all(s["name"] in KNOWN_TOOLS or s.get("error") for s in tool_steps), tool_steps
+
+
 def test_real_tool_calls_reach_the_mcp_server_and_a_guessed_id_is_refused(loop_on_real_vllm):
     loop, leaves = loop_on_real_vllm
     final = httpx.post(
