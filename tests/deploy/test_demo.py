@@ -8,10 +8,14 @@ import shutil
 import subprocess
 import time
 
+import pytest
+
 from stack.compose import REPO_ROOT
 from tests.support import free_port
 
 
+# the clone's install, the scenarios and the ~40 s load sweep: over a minute here
+@pytest.mark.timeout(300)
 def test_make_demo_on_a_fresh_clone(tmp_path):
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "--quiet", str(REPO_ROOT), str(clone)], check=True)
