@@ -108,9 +108,11 @@ COMPOSE_SIM = $(COMPOSE_BASE) -f deploy/compose.sim.yaml $(addprefix -f ,$(COMPO
 UP_TIMEOUT ?= 900
 SIM_UP_TIMEOUT ?= 300
 
+# `make demo DEMO_LOAD=0` leaves out the closing load sweep and its cost report.
+DEMO_LOAD ?= 1
 .PHONY: demo
-demo: $(SYNCED) ## the main job, no Docker needed: local stack + the seed scenarios, left running
-	$(PY) -m stack demo
+demo: $(SYNCED) ## the main job, no Docker needed: local stack + the seed scenarios + a load sweep, left running
+	$(PY) -m stack demo $(if $(filter 0,$(DEMO_LOAD)),--no-load)
 
 .PHONY: dev
 dev: $(SYNCED) ## start simulator, MCP server (seeded) and loop as local processes (logs in .run/)

@@ -46,7 +46,10 @@ def main(argv: list[str] | None = None) -> int:
     dev.add_argument("--reset", action="store_true", help="start from fresh demo data")
     commands.add_parser("stop", help="stop the local stack's processes")
     commands.add_parser("status", help="which local services are running")
-    commands.add_parser("demo", help="fresh local stack + the seed scenarios through the loop")
+    demo = commands.add_parser(
+        "demo", help="fresh local stack + the seed scenarios through the loop + a load sweep"
+    )
+    demo.add_argument("--no-load", action="store_true", help="skip the closing load sweep")
     preflight = commands.add_parser("preflight", help="check what `make up` needs")
     check = commands.add_parser("check-stack", help="is every compose service ready?")
     urls_command = commands.add_parser("urls", help="print the URLs of the compose stack")
@@ -114,10 +117,24 @@ def main(argv: list[str] | None = None) -> int:
     if monitor is not None:
         model_url = _url(services, "vllm")
         prometheus.print_demo_figures(_url(services, "prometheus"), loop_url, model_url)
+    swept = True
+    if not args.no_load:
+        from .sweep import SweepError, run_sweep
+
+        try:
+            run_sweep(loop_url, _url(services, "vllm"))
+        except SweepError as error:
+            swept = False
+            print(f"\nthe load sweep failed: {error}", file=sys.stderr)
     print_urls(services)
     if not ok:
         print("\nsome scenarios did not go as expected: see above and .run/logs/", file=sys.stderr)
-    return 0 if ok else 1
+    if not swept:
+        print(
+            "\nthe load sweep failed (see above); `make demo DEMO_LOAD=0` skips it",
+            file=sys.stderr,
+        )
+    return 0 if ok and swept else 1
 
 
 def _url(services: list[LocalService], name: str) -> str:
