@@ -24,7 +24,7 @@ from . import policy
 from .errors import ApiError
 from .gpu import SimulatedGpuCollector
 from .latency import Scheduler, profile_from
-from .metrics import VllmMetrics, prompt_sources
+from .metrics import VllmMetrics, observe_repeated, prompt_sources
 from .request import ChatRequest, parse
 from .settings import SimSettings
 
@@ -317,8 +317,7 @@ class Simulator:
             # The sum is exact; under concurrency vLLM has fewer, larger steps.
             iteration = child(m.iteration_tokens)
             iteration.observe(chat.prompt_tokens + 1)
-            for _ in range(generated - 1):
-                iteration.observe(1)
+            observe_repeated(iteration, 1, generated - 1)
         queue = timing.admitted - timing.arrival
         child(m.queue).observe(queue)
         child(m.e2e).observe(timing.finished - timing.arrival)

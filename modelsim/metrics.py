@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.metrics import MetricWrapperBase
@@ -126,6 +127,7 @@ class VllmMetrics:
         self.registry = r = CollectorRegistry()
         labels = ["model_name", "engine"]
         self._label_values = (model_name, "0")
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         token_buckets = one_two_five_buckets(max_model_len)
 
         def gauge(name: str, doc: str) -> Gauge:
@@ -364,7 +366,12 @@ class VllmMetrics:
         self.model_name = model_name
 
     def child(self, metric: MetricT) -> MetricT:
-        return metric.labels(*self._label_values)
+        # Cached: labels() takes a lock and a dict lookup, on every request, for the same child.
+        key = (id(metric), self._label_values)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = metric.labels(*self._label_values)
+        return found
 
     def bind_gauges(
         self, running: Callable[[], float], waiting: Callable[[], float], kv: Callable[[], float]
@@ -376,7 +383,11 @@ class VllmMetrics:
         self.child(self.kv_cache).set_function(kv)
 
     def by_source(self, metric: Counter, source: str) -> Counter:
-        return metric.labels(*self._label_values, source)
+        key = (id(metric), (*self._label_values, source))
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = metric.labels(*self._label_values, source)
+        return found
 
     def parser_invocation(self, streaming: bool, tool_call: bool, times: int = 1) -> None:
         self.tool_parser.labels(
@@ -385,3 +396,17 @@ class VllmMetrics:
             "tool_call" if tool_call else "no_tool_call",
             "chat_completions",
         ).inc(times)
+
+
+def observe_repeated(histogram: Histogram, amount: float, times: int) -> None:
+    """`times` observations of `amount` for the price of one: a request's per-token steps
+    would otherwise cost a locked sum and bucket update each, a tenth of the simulator's
+    throughput. Uses prometheus_client's own fields (pinned in uv.lock); a test holds the
+    result equal to `times` plain observations."""
+    if times <= 0:
+        return
+    fields: Any = histogram  # the child's storage is not part of the typed API
+    fields._raise_if_not_observable()
+    fields._sum.inc(amount * times)
+    # buckets are stored per bound (the exposition makes them cumulative): the first that fits
+    fields._buckets[bisect.bisect_left(fields._upper_bounds, amount)].inc(times)

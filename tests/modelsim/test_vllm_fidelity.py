@@ -413,3 +413,29 @@ def test_tool_call_stream_has_vllms_chunk_sequence(sim_url):
     assert kinds(ours) == kinds(real) == ["role", "tool_start", "args", "finish", "usage", "done"]
     for index in (1, 2, -3, -2):
         assert keys(ours[index]) == keys(real[index]), index
+
+
+@pytest.mark.parametrize("amount", [1, 7, 16384, 20000])
+def test_repeated_observations_expose_as_many_plain_ones(amount):
+    from prometheus_client import CollectorRegistry, Histogram, generate_latest
+
+    from modelsim.metrics import observe_repeated
+
+    pages = []
+    for bulk in (False, True):
+        registry = CollectorRegistry()
+        histogram = Histogram("h", "h", buckets=(1, 8, 16, 16384), registry=registry)
+        histogram.observe(3)
+        if bulk:
+            observe_repeated(histogram, amount, 5)
+        else:
+            for _ in range(5):
+                histogram.observe(amount)
+        pages.append(
+            [
+                line
+                for line in generate_latest(registry).decode().splitlines()
+                if "_created" not in line
+            ]
+        )
+    assert pages[0] == pages[1]
