@@ -61,6 +61,10 @@ class SseParser:
                     self._data.append(value)
 
 
+# What a keep-alive connection the server has already closed raises on the next request.
+STALE_CONNECTION = (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected)
+
+
 class StreamingClient:
     """One keep-alive HTTP/1.1 connection to `base_url` (reconnects after an error)."""
 
@@ -75,8 +79,11 @@ class StreamingClient:
         self._headers = {"Content-Type": "application/json", **(headers or {})}
         self._timeout = timeout
         self._conn: http.client.HTTPConnection | None = None
+        self._response: http.client.HTTPResponse | None = None
 
     def _connection(self) -> http.client.HTTPConnection:
+        if self._response is not None and not self._response.isclosed():
+            self.close()  # a stream left unread (its reader stopped early) holds the connection
         if self._conn is None:
             cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
             self._conn = cls(self._host, self._port, timeout=self._timeout)
@@ -86,18 +93,42 @@ class StreamingClient:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+        self._response = None
 
-    def _send(self, method: str, path: str, payload: bytes | None) -> http.client.HTTPResponse:
+    def _send(
+        self, method: str, path: str, payload: bytes | None
+    ) -> tuple[float, http.client.HTTPResponse]:
+        """(the perf_counter just before the request went out, the response)."""
+        reused = self._conn is not None
+        try:
+            return self._attempt(method, path, payload)
+        except STALE_CONNECTION:
+            self.close()
+            if not reused:
+                raise
+        # The server closed the idle keep-alive connection while the user was thinking (uvicorn
+        # does after 5 s): it never saw this request, so send it once more on a new connection.
+        try:
+            return self._attempt(method, path, payload)
+        except Exception:
+            self.close()
+            raise
+
+    def _attempt(
+        self, method: str, path: str, payload: bytes | None
+    ) -> tuple[float, http.client.HTTPResponse]:
         try:
             conn = self._connection()
+            started = time.perf_counter()
             conn.request(method, self._prefix + path, body=payload, headers=self._headers)
-            return conn.getresponse()
+            self._response = conn.getresponse()
+            return started, self._response
         except Exception:
             self.close()
             raise
 
     def request_json(self, method: str, path: str, body: Any = None) -> Any:
-        response = self._send(method, path, _encode(body))
+        _, response = self._send(method, path, _encode(body))
         data = response.read()
         if response.status >= 400:
             raise HttpError(f"{method} {path}: HTTP {response.status}: {data[:300]!r}")
@@ -106,8 +137,7 @@ class StreamingClient:
     def stream(self, path: str, body: Any) -> tuple[float, Iterator[SseEvent]]:
         """POST and return (the perf_counter just before sending, the events as they arrive)."""
         payload = _encode(body)  # before the clock starts: serialising is not the server's time
-        started = time.perf_counter()
-        response = self._send("POST", path, payload)
+        started, response = self._send("POST", path, payload)
         if response.status >= 400:
             data = response.read()
             raise HttpError(f"POST {path}: HTTP {response.status}: {data[:300]!r}")
