@@ -19,7 +19,7 @@ async def _real_tools_and_search() -> tuple[list[dict[str, Any]], list[str]]:
     from mcp_server.metrics import ServerMetrics
     from mcp_server.seed import seed
     from mcp_server.storage import Database
-    from mcp_server.tools import _search, build_server
+    from mcp_server.tools import build_server, search_result
 
     database = Database("sqlite://")
     try:
@@ -27,7 +27,7 @@ async def _real_tools_and_search() -> tuple[list[dict[str, Any]], list[str]]:
         service = LeaveService(database)
         listed = await build_server(service, ServerMetrics()).list_tools()
         results = [
-            _search(service, EMPLOYEE, keyword, None).model_dump_json()
+            search_result(service, EMPLOYEE, keyword, None).model_dump_json()
             for keyword in ("家庭旅遊", "")
         ]
     finally:

@@ -63,6 +63,13 @@ def _fire(
     )
 
 
+def _failed(user: User, record: dict[str, Any], start: float, error: Exception, name: str) -> None:
+    """Log a failed request to the raw log and to Locust, under its kind and `name`."""
+    record.update(start=start, end=time.time(), ok=False, error=str(error)[:300])
+    raw_log().write(record)
+    _fire(user, record["kind"], name, (time.time() - start) * 1000, 0, error)
+
+
 class ModelUser(User):
     """Streaming chat completions straight to vLLM (or the simulator)."""
 
@@ -97,9 +104,7 @@ class ModelUser(User):
         try:
             s = timed_chat(self.client, body)
         except Exception as error:
-            record.update(start=start, end=time.time(), ok=False, error=str(error)[:300])
-            raw_log().write(record)
-            _fire(self, "model", "ttft", (time.time() - start) * 1000, 0, error)
+            _failed(self, record, start, error, "ttft")
             return
         record.update(
             start=start,
@@ -150,9 +155,7 @@ class AgentUser(User):
             if s.status not in ("completed", "max_turns"):
                 raise RuntimeError(f"run {s.status}")
         except Exception as error:
-            record.update(start=start, end=time.time(), ok=False, error=str(error)[:300])
-            raw_log().write(record)
-            _fire(self, "agent", "run", (time.time() - start) * 1000, 0, error)
+            _failed(self, record, start, error, "run")
             return None
         record.update(
             start=start,
@@ -221,9 +224,7 @@ class FacadeUser(User):
             if s.finish_reason != "stop":
                 raise RuntimeError(f"run did not complete (finish_reason {s.finish_reason})")
         except Exception as error:
-            record.update(start=start, end=time.time(), ok=False, error=str(error)[:300])
-            raw_log().write(record)
-            _fire(self, "facade", "run", (time.time() - start) * 1000, 0, error)
+            _failed(self, record, start, error, "run")
             return
         record.update(
             start=start,

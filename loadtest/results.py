@@ -122,43 +122,26 @@ def _model_block(records: list[dict[str, Any]], seconds: float, slo: Slo) -> dic
 
 
 def _agent_block(records: list[dict[str, Any]], seconds: float, slo: Slo) -> dict[str, Any]:
+    block = _runs_block(records, seconds, slo.run_p95_ms)
     ok = [r for r in records if r["ok"]]
     n = len(ok) or 1
-    in_tokens = sum(r["prompt_tokens"] for r in ok)
-    out_tokens = sum(r["output_tokens"] for r in ok)
-    good = [r for r in ok if r["run_ms"] <= slo.run_p95_ms]
-    by_scenario: dict[str, int] = {}
-    for r in records:
-        by_scenario[r["name"]] = by_scenario.get(r["name"], 0) + 1
-    return {
-        "runs": len(records),
-        "errors": len(records) - len(ok),
-        "runs_per_s": _rate(len(ok), seconds),
-        "input_tokens": in_tokens,
-        "output_tokens": out_tokens,
-        "input_tokens_per_s": _rate(in_tokens, seconds),
-        "output_tokens_per_s": _rate(out_tokens, seconds),
-        "prompt_tokens_per_run": in_tokens / n,
-        "output_tokens_per_run": out_tokens / n,
-        "turns_per_run": sum(r["turns"] for r in ok) / n,
-        "tool_calls_per_run": sum(r["tool_calls"] for r in ok) / n,
-        "first_answer_ms": distribution(
-            [r["first_answer_ms"] for r in ok if r["first_answer_ms"] is not None]
-        ),
-        "run_ms": distribution([r["run_ms"] for r in ok]),
-        "goodput_per_s": _rate(len(good), seconds),
-        "slo_attainment": len(good) / len(records) if records else None,
-        "scenarios": by_scenario,
-    }
+    block["turns_per_run"] = sum(r["turns"] for r in ok) / n
+    block["tool_calls_per_run"] = sum(r["tool_calls"] for r in ok) / n
+    return block
 
 
 def _facade_block(records: list[dict[str, Any]], seconds: float, slo: Slo) -> dict[str, Any]:
     """Agent runs as an OpenAI client sees them through the loop's chat-completions facade."""
+    return _runs_block(records, seconds, slo.facade_run_ms)
+
+
+def _runs_block(records: list[dict[str, Any]], seconds: float, run_slo_ms: float) -> dict[str, Any]:
+    """What agent and facade runs share: throughput, tokens, latencies, goodput, scenario mix."""
     ok = [r for r in records if r["ok"]]
     n = len(ok) or 1
     in_tokens = sum(r["prompt_tokens"] for r in ok)
     out_tokens = sum(r["output_tokens"] for r in ok)
-    good = [r for r in ok if r["run_ms"] <= slo.facade_run_ms]
+    good = [r for r in ok if r["run_ms"] <= run_slo_ms]
     by_scenario: dict[str, int] = {}
     for r in records:
         by_scenario[r["name"]] = by_scenario.get(r["name"], 0) + 1
@@ -172,7 +155,9 @@ def _facade_block(records: list[dict[str, Any]], seconds: float, slo: Slo) -> di
         "output_tokens_per_s": _rate(out_tokens, seconds),
         "prompt_tokens_per_run": in_tokens / n,
         "output_tokens_per_run": out_tokens / n,
-        "first_answer_ms": distribution([r["first_answer_ms"] for r in ok]),
+        "first_answer_ms": distribution(
+            [r["first_answer_ms"] for r in ok if r["first_answer_ms"] is not None]
+        ),
         "run_ms": distribution([r["run_ms"] for r in ok]),
         "goodput_per_s": _rate(len(good), seconds),
         "slo_attainment": len(good) / len(records) if records else None,

@@ -73,6 +73,13 @@ class ActiveRun:
     remember: bool = True  # append this run to its session's history
     cancelling: bool = False  # cancelled while a confirmation was open: stop after its call
     task: asyncio.Task[dict[str, Any]] | None = None
+
+    async def outcome(self) -> dict[str, Any]:
+        """The final result; shielded, so a caller that goes away does not cancel the run."""
+        if self.task is None:
+            raise RuntimeError(f"run {self.id} was never started")
+        return await asyncio.shield(self.task)
+
     started: float = field(default_factory=time.perf_counter)
     created_at: dt.datetime = field(default_factory=utcnow)
 

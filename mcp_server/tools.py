@@ -200,7 +200,7 @@ async def search_leaves(
     return await run(
         context,
         ToolName.SEARCH_LEAVES,
-        lambda: _search(context.service, actor(), keyword, status),
+        lambda: search_result(context.service, actor(), keyword, status),
     )
 
 
@@ -365,6 +365,9 @@ def log_excerpt(text: str) -> str:
     return f"{flat[:LOG_EXCERPT_CHARS]}… ({len(flat)} characters)"
 
 
-def _search(service: LeaveService, actor_id: str, keyword: str, status: str | None) -> SearchResult:
+def search_result(
+    service: LeaveService, actor_id: str, keyword: str, status: str | None
+) -> SearchResult:
+    """What search_leaves returns (the load generator builds realistic histories with it)."""
     leaves = service.search(actor_id, keyword, status)
     return SearchResult(count=len(leaves), leaves=leaves)

@@ -15,7 +15,11 @@ from .compose import REPO_ROOT
 
 # 2, 4, 6 and 8 users (half agents, half model users), 8 s each: about 32 s of load, ~40 s
 # with Locust's start, the users' last runs and Prometheus's last scrape.
-STEP_ARGS = ("--users", "2", "--step-users", "2", "--steps", "4", "--step-seconds", "8")
+FIRST_USERS, STEP_USERS, STEPS, STEP_SECONDS = 2, 2, 4, 8
+STEP_ARGS = (
+    *("--users", str(FIRST_USERS), "--step-users", str(STEP_USERS)),
+    *("--steps", str(STEPS), "--step-seconds", str(STEP_SECONDS)),
+)
 COST_SETTINGS = "loadtest/cost.example.toml"
 # Agent and model users share the steps, so a step's runs/s understates a replica; the cost
 # counts every token served as equal work instead (docs/loadtest.md, "What a request is").
@@ -110,8 +114,8 @@ def run_sweep(loop_url: str, model_url: str) -> None:
     """Run the sweep and the cost calculator, printing what they found; SweepError if either
     fails or no step met the SLO."""
     print(
-        "\nLoad sweep: agent + model users in 4 steps of 8 s on the local stack "
-        "(`make demo DEMO_LOAD=0` skips it) …",
+        f"\nLoad sweep: agent + model users in {STEPS} steps of {STEP_SECONDS} s on the local "
+        "stack (`make demo DEMO_LOAD=0` skips it) …",
         flush=True,
     )
     started = time.monotonic()

@@ -13,7 +13,6 @@ import datetime as dt
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,7 +29,6 @@ from mcp_server import leaves as rules
 from mcp_server.leaves import LeaveService
 from mcp_server.messages import Refusal
 from mcp_server.metrics import ServerMetrics
-from mcp_server.seed import seed
 from mcp_server.storage import Database, Leave
 from mcp_server.tools import build_server
 from modelsim import generate, policy
@@ -88,19 +86,6 @@ class ServerTools:
         result = await self.client.call_tool(name, arguments)
         text = "\n".join(getattr(block, "text", "") for block in result.content)
         return ToolResult(text, bool(result.is_error), result.structured_content)
-
-
-@pytest.fixture
-def database(tmp_path: Path) -> Database:
-    db = Database(f"sqlite:///{tmp_path / 'leave.db'}")
-    seed(db)
-    yield db
-    db.dispose()
-
-
-@pytest.fixture
-def service(database: Database) -> LeaveService:
-    return LeaveService(database)
 
 
 @pytest.fixture

@@ -1,7 +1,6 @@
 """The OpenAI-compatible facade: a whole agent run behind one chat completion, so any OpenAI
 client (or a load generator) can call the agent as if it were a model."""
 
-import asyncio
 import json
 import secrets
 import time
@@ -108,9 +107,7 @@ async def chat_completions(body: ChatRequest, user: Authenticated, request: Requ
     )
     completion_id = f"chatcmpl-{secrets.token_hex(8)}"
     if not body.stream:
-        if run.task is None:
-            raise RuntimeError(f"run {run.id} was never started")
-        final = await asyncio.shield(run.task)
+        final = await run.outcome()
         return JSONResponse(_completion(completion_id, settings.agent_model_name, final))
     include_usage = bool((body.stream_options or {}).get("include_usage"))
     return StreamingResponse(

@@ -1,7 +1,6 @@
 """The runs API: start a run (JSON or Server-Sent Events), list and read runs, cancel one,
 answer its confirmations."""
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
@@ -136,7 +135,7 @@ async def create_run(body: RunRequest, user: Authenticated, request: Request) ->
             return JSONResponse(final)
         return StreamingResponse(_sse_once(final), media_type="text/event-stream")
     if not body.stream:
-        return JSONResponse(await _outcome(run))
+        return JSONResponse(await run.outcome())
     return StreamingResponse(_sse(manager, run), media_type="text/event-stream")
 
 
@@ -165,7 +164,7 @@ async def cancel_run(run_id: str, user: Authenticated, request: Request) -> dict
     run = manager.active.get(run_id)
     if run is None or run.user_key != user.key or not manager.cancel(run_id, user.key):
         raise HTTPException(404, "no such running run")
-    return await _outcome(run)
+    return await run.outcome()
 
 
 @router.post(
@@ -196,13 +195,6 @@ async def answer_confirmation(
     return {"status": "answered", "action": body.action}
 
 
-async def _outcome(run: ActiveRun) -> dict[str, Any]:
-    """The run's final result; shielded, so a caller that goes away does not cancel the run."""
-    if run.task is None:
-        raise RuntimeError(f"run {run.id} was never started")
-    return await asyncio.shield(run.task)
-
-
 async def _earlier_run(
     manager: RunManager, run_id: str, user_key: str, stream: bool
 ) -> dict[str, Any]:
@@ -211,7 +203,7 @@ async def _earlier_run(
     if active is not None and active.user_key == user_key and active.task is not None:
         if stream:  # its events already go to the first request; two readers would split them
             raise HTTPException(409, f"run {run_id} is running; follow it at /v1/runs/{run_id}")
-        return await _outcome(active)
+        return await active.outcome()
     record = await manager.record(run_id, user_key)
     if record is None or record["status"] == "running":
         raise HTTPException(409, f"run_id {run_id} is taken")

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,22 +13,7 @@ from mcp.types import ElicitResult
 
 from mcp_server.leaves import LeaveService
 from mcp_server.metrics import ServerMetrics
-from mcp_server.seed import seed
-from mcp_server.storage import Database
 from mcp_server.tools import build_server
-
-
-@pytest.fixture
-def database(tmp_path: Path) -> Database:
-    db = Database(f"sqlite:///{tmp_path / 'leave.db'}")
-    seed(db)
-    yield db
-    db.dispose()
-
-
-@pytest.fixture
-def service(database: Database) -> LeaveService:
-    return LeaveService(database)
 
 
 @pytest.fixture

@@ -136,15 +136,13 @@ async def test_beyond_max_num_seqs_requests_wait_and_queue_time_is_recorded(star
         }
         seen_waiting: list[float] = []
         async with httpx.AsyncClient(timeout=60) as http:
-            sample_every = 0.02  # seconds between scrapes while the load runs
 
-            async def watch() -> None:
-                while True:
+            async def watch() -> None:  # scrapes until it has seen the queue it waits for
+                while not seen_waiting or max(seen_waiting) < 3:
                     text = (await http.get(f"{base}/metrics")).text
                     for family in text_string_to_metric_families(text):
                         if family.name == "vllm:num_requests_waiting":
                             seen_waiting.append(family.samples[0].value)
-                    await asyncio.sleep(sample_every)
 
             watcher = asyncio.create_task(watch())
             started = time.perf_counter()
