@@ -155,6 +155,10 @@ load-compose: ## Locust master + LOAD_WORKERS workers in containers against the 
 test-compose: $(SYNCED) ## tier: build the image and run the compose stack in real containers (podman; root)
 	$(PY) -m pytest -m containers tests/containers -p no:cacheprovider -s
 
+.PHONY: test-reliability
+test-reliability: $(SYNCED) ## tier: PostgreSQL, two MCP replicas, chaos under load (minutes)
+	$(PY) -m pytest -m reliability tests/reliability -rP
+
 .PHONY: down
 down: ## stop and remove the compose stack (volumes are kept)
 	$(COMPOSE_SIM) -f deploy/compose.load.yaml --profile gpu --profile load down
