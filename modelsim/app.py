@@ -56,6 +56,12 @@ class Simulator:
         self._fault_random = random.Random(settings.seed)
         self._prefixes: dict[int, None] = {}
         self.created = int(time.time())
+        # line-buffered: a reader sees every finished request, the simulator still running
+        self._timing_log = (
+            settings.timing_log.open("a", buffering=1, encoding="utf-8")
+            if settings.timing_log
+            else None
+        )
 
     # -- routes ---------------------------------------------------------------------------
 
@@ -187,15 +193,18 @@ class Simulator:
             await self._until(timing.first_token)
             deadline = timing.first_token
             timing.first_token = time.perf_counter()  # as produced, so a late wake-up shows
+            produced = timing.first_token
             first = {"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None}
             yield _sse({**head, "choices": [{**first, "finish_reason": None}]})
             last = len(output.pieces) - 1
             for i, piece in enumerate(output.pieces):
                 if i:
-                    gap = self.scheduler.itl_seconds()
-                    timing.gaps.append(gap)
-                    deadline += gap
+                    deadline += self.scheduler.itl_seconds()
                     await self._until(deadline)
+                    # the gap as produced (vLLM stamps its own iterations), not as planned
+                    now = time.perf_counter()
+                    timing.gaps.append(now - produced)
+                    produced = now
                 ends_text = i == last and piece.kind == "text"
                 choice = {
                     "index": 0,
@@ -227,6 +236,8 @@ class Simulator:
             self._release(chat)
             timing.finished = time.perf_counter()
             self._observe(chat, output, timing, finish_reason)
+            if self._timing_log is not None and finish_reason != "abort":
+                self._log_timing(timing)
 
     async def _admit(self, chat: ChatRequest, output: gen.Output, timing: _Timing) -> None:
         waited = await self.scheduler.admit(_kv_tokens(chat, output))
@@ -333,6 +344,19 @@ class Simulator:
             if generated > 1:
                 child(m.tpot).observe(decode / (generated - 1))
 
+    def close(self) -> None:
+        if self._timing_log is not None:
+            self._timing_log.close()
+
+    def _log_timing(self, timing: _Timing) -> None:
+        assert self._timing_log is not None
+        line = {
+            "ttft_s": timing.first_token - timing.arrival,
+            "itl_s": timing.gaps,
+            "e2e_s": timing.finished - timing.arrival,
+        }
+        self._timing_log.write(json.dumps(line) + "\n")
+
     def _count_http(self, status: int) -> None:
         self.metrics.http_requests.labels(
             "/v1/chat/completions", "POST", f"{status // 100}xx"
@@ -416,6 +440,7 @@ def create_app(settings: SimSettings | None = None) -> Starlette:
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
         await warm_up(simulator)
         yield
+        simulator.close()
 
     app = Starlette(
         lifespan=lifespan,

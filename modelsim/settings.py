@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, field_validator
@@ -34,6 +35,11 @@ class SimSettings(BaseSettings):
     fault_rate: float = Field(1.0, ge=0, le=1, description="Share of requests that get it.")
     stall_seconds: float = Field(30.0, ge=0)
     retry_after_seconds: int = Field(1, ge=0)
+    timing_log: Path | None = Field(
+        None,
+        description="Append each streamed request's produced timing here, one JSON line: the "
+        "truth a load tool's measurements are checked against.",
+    )
     log_level: LogLevel = "info"
 
     @field_validator("fault")

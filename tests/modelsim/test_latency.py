@@ -11,6 +11,7 @@ import statistics
 import time
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from .conftest import SEED_REQUEST
@@ -161,3 +162,36 @@ async def test_beyond_max_num_seqs_requests_wait_and_queue_time_is_recorded(star
     assert sums["vllm:request_queue_time_seconds_sum"] > 0.5
     single = elapsed / 3
     assert single > 0.3  # each wave takes ~45 tokens × 25 ms
+
+
+async def test_timing_log_records_each_streamed_request_as_produced(start_simulator, tmp_path):
+    log = tmp_path / "timing.jsonl"
+    with start_simulator(
+        prefill_overhead_ms="30",
+        prefill_per_token_ms="0",
+        itl_ms="5",
+        slowdown_per_running="0",
+        timing_log=str(log),
+    ) as base:
+        ttft, gaps = await measure_stream(base, TEXT_BODY)
+        async with httpx.AsyncClient(timeout=30) as http:
+            # not streamed: no per-token times to record
+            await http.post(f"{base}/v1/chat/completions", json={**TEXT_BODY, "stream": False})
+            metrics = (await http.get(f"{base}/metrics")).text
+        (line,) = log.read_text().splitlines()  # written as each request ends
+    produced = json.loads(line)
+    # one gap per token after the first, as the client saw them
+    assert len(produced["itl_s"]) == len(gaps) > 10
+    assert 0.030 <= produced["ttft_s"] <= ttft
+    # absolute deadlines: a late token shortens the next gap, the total stays on schedule
+    assert within(sum(produced["itl_s"]), 0.005 * len(gaps))
+    # the ITL histogram holds the produced gaps (the exposition's sum), not the planned ones
+    itl_sum = next(
+        s.value
+        for f in text_string_to_metric_families(metrics)
+        if f.name == "vllm:inter_token_latency_seconds"
+        for s in f.samples
+        if s.name.endswith("_sum")
+    )
+    planned_total = 0.005 * len(gaps)  # the non-streamed request's gaps are planned
+    assert itl_sum == pytest.approx(sum(produced["itl_s"]) + planned_total, rel=1e-9)
