@@ -9,6 +9,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -56,8 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         "locust",
         "-f",
         str(LOCUSTFILE),
-        "--headless",
-        "--only-summary",
+        *_interface(settings),
         "--csv",
         str(run_dir / "locust"),
         "--html",
@@ -69,11 +69,36 @@ def main(argv: list[str] | None = None) -> int:
         *classes,
     ]
     print(f"load: {settings.shape}, {' + '.join(classes)} → {run_dir}", flush=True)
-    status = subprocess.run(command, env=env).returncode
+    if settings.web_port:
+        print(
+            f"web UI: http://{settings.web_host}:{settings.web_port} while the run goes "
+            "(Ctrl-C ends it early; the summary is written either way)",
+            flush=True,
+        )
+    locust = subprocess.Popen(command, env=env)
+    # Ctrl-C reaches Locust too (one process group): it stops and writes its reports, then
+    # the summary is written from what it logged. Ignored only after the start: an ignored
+    # SIGINT would be inherited, and Locust would not stop on it.
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        status = locust.wait()
+    finally:
+        signal.signal(signal.SIGINT, previous)
     summary = write_summary(run_dir, settings.slo(), settings.prometheus_url)
     print(json.dumps(_headline(summary), indent=1, ensure_ascii=False))
     print(f"summary: {run_dir / 'summary.json'}")
     return status
+
+
+def _interface(settings: LoadSettings) -> list[str]:
+    if not settings.web_port:
+        return ["--headless", "--only-summary"]
+    # The shape starts at once; when it ends, or on Ctrl-C, Locust quits and writes its reports
+    # (locust.html keeps the UI's charts). Without --autoquit it would keep serving instead.
+    return [
+        *("--autostart", "--autoquit", "0"),
+        *("--web-host", settings.web_host, "--web-port", str(settings.web_port)),
+    ]
 
 
 def _headline(summary: dict[str, Any]) -> list[dict[str, Any]]:

@@ -49,6 +49,14 @@ class LoadSettings(BaseSettings):
         description="Prometheus for each step's server-side figures; empty: make dev's while "
         "it runs; off: none",
     )
+    web_port: int = Field(
+        0,
+        ge=0,
+        le=65535,
+        description="serve Locust's web UI on this port during the run (0: headless); "
+        "the run ends with the shape or on Ctrl-C, and writes the summary",
+    )
+    web_host: str = Field("127.0.0.1", description="interface the web UI binds to")
     slo_ttft_p99_ms: float = Field(200.0, gt=0)
     slo_itl_p99_ms: float = Field(50.0, gt=0)
     slo_run_p95_ms: float = Field(5000.0, gt=0)
