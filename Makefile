@@ -140,15 +140,20 @@ up-sim: $(SYNCED) ## Docker host without GPU: the same stack with the simulator 
 
 # `make load-compose LOAD_WORKERS=4 LOAD_ARGS="--shape steps"`: deploy/compose.load.yaml against
 # the stack `make up`/`make up-sim` started (it is not started or changed here).
+# SIM=1 when the stack is `make up-sim`'s: the same files, so Compose creates none of the GPU
+# stack's volumes beside it.
 LOAD_WORKERS ?= 2
-COMPOSE_LOAD = $(COMPOSE_BASE) -f deploy/compose.load.yaml $(addprefix -f ,$(COMPOSE_FILES)) --profile load
+LOAD_RESULTS ?= var/loadtest
+SIM ?= 0
+COMPOSE_LOAD = $(COMPOSE_BASE) $(if $(filter 1,$(SIM)),-f deploy/compose.sim.yaml) \
+	-f deploy/compose.load.yaml $(addprefix -f ,$(COMPOSE_FILES)) --profile load
 .PHONY: load-compose
-load-compose: ## Locust master + LOAD_WORKERS workers in containers against the compose stack (results into var/loadtest/)
+load-compose: ## Locust master + LOAD_WORKERS workers in containers against the compose stack (results into LOAD_RESULTS, var/loadtest/)
 	LOAD_ARGS='$(LOAD_ARGS)' LOAD_WORKERS=$(LOAD_WORKERS) $(COMPOSE_LOAD) up -d --build --no-deps \
 		--scale locust-worker=$(LOAD_WORKERS) locust-master locust-worker
 	@status=0; $(COMPOSE_LOAD) wait locust-master || status=$$?; \
 		$(COMPOSE_LOAD) logs --no-log-prefix --tail 40 locust-master; \
-		mkdir -p var/loadtest && $(COMPOSE_LOAD) cp locust-master:/results/. var/loadtest/; \
+		mkdir -p $(LOAD_RESULTS) && $(COMPOSE_LOAD) cp locust-master:/results/. $(LOAD_RESULTS)/; \
 		exit $$status
 
 .PHONY: test-compose

@@ -31,6 +31,7 @@ pytestmark = [pytest.mark.containers, pytest.mark.timeout(900)]
 EXAMPLE_ENV = Path(__file__).resolve().parents[2] / "deploy" / ".env.example"
 # the tier's own compose override, through the Makefile's COMPOSE_FILES like a site's
 SITE_OVERRIDE = "tests/containers/compose.podman.yaml"
+LOAD_FILE = EXAMPLE_ENV.parent / "compose.load.yaml"
 
 
 def env_file(folder: Path, **overrides: str) -> Path:
@@ -61,7 +62,8 @@ class UpStack:
     def down(self) -> subprocess.CompletedProcess[str]:
         """`make down`, then the volumes too, so the next run starts from fresh demo data."""
         done = make(self.engine, "down", f"ENV_FILE={self.env}", f"COMPOSE_FILES={SITE_OVERRIDE}")
-        self.compose("down", "--volumes", "--remove-orphans")
+        # with the load profile's file, so its results volume goes too
+        self.compose("-f", str(LOAD_FILE), "--profile", "load", "down", "--volumes")
         self.is_up = False
         return done
 
@@ -204,6 +206,37 @@ def kill_service_process(engine: Engine, container: str) -> None:
 
 def restarts(engine: Engine, container: str) -> int:
     return int(engine.podman.run("inspect", container, "--format", "{{.RestartCount}}").stdout)
+
+
+def test_make_load_compose_runs_a_master_and_two_workers_against_the_stack(
+    stack, engine, timings, tmp_path
+):
+    started = time.monotonic()
+    done = make(
+        engine,
+        "load-compose",
+        f"ENV_FILE={stack.env}",
+        f"COMPOSE_FILES={SITE_OVERRIDE}",
+        "SIM=1",  # the stack is make up-sim's
+        "LOAD_WORKERS=2",
+        f"LOAD_RESULTS={tmp_path}",
+        "LOAD_ARGS=--user-classes agent,model --users 4 --duration-seconds 15 --think-seconds 0.2",
+        timeout=600,
+    )
+    timings["make load-compose"] = time.monotonic() - started
+    output = done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.returncode == 0, f"make load-compose failed:\n{output}"
+    (run_dir,) = [path for path in tmp_path.iterdir() if path.is_dir()]
+    # every worker's raw log reached the master's folder through the shared volume
+    workers = {raw.stem.removeprefix("raw-").rsplit("-", 1)[0] for raw in run_dir.glob("raw-*")}
+    assert len(workers) == 2, sorted(p.name for p in run_dir.iterdir())
+    step = json.loads((run_dir / "summary.json").read_text())["steps"][0]
+    print(f"\nload-compose: {step['agent']['runs']} runs, {step['model']['requests']} completions")
+    assert step["errors"] == 0, step
+    assert step["agent"]["runs"] > 0 and step["model"]["requests"] > 0
+    assert (run_dir / "locust.html").stat().st_size > 0
+    # the stack's own Prometheus, reached on the internal network, gave the step's figures
+    assert step["prometheus"]["kv_cache_usage_max"] is not None, step["prometheus"]
 
 
 def test_make_down_leaves_nothing_behind(stack, engine, timings):
