@@ -12,6 +12,7 @@ also goes to the raw log the summary reads.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import time
@@ -22,7 +23,7 @@ from locust import LoadTestShape, User, events, task
 from locust.runners import WorkerRunner
 
 from loadtest.client import StreamingClient, timed_chat, timed_run
-from loadtest.results import STEPS_FILE, RawLog
+from loadtest.results import STEPS_FILE, RawLog, step_missed_slo
 from loadtest.settings import LoadSettings
 from stack.demo import SCENARIOS
 
@@ -264,6 +265,12 @@ class LoadShape(LoadTestShape):
                 step = k
         users, phase = self.schedule[step].users, self.schedule[step].phase
         if step != self.current:
+            if self.current >= 0 and SETTINGS.shape == "steps" and SETTINGS.stop_at_break:
+                missed = step_missed_slo(RUN_DIR, SETTINGS.slo())
+                if missed:
+                    # past the knee: more users only add load that cannot meet the SLO
+                    logging.info("step %d missed the SLO (%s): sweep ends", self.current, missed)
+                    return None
             self.current = step
             RUN_DIR.mkdir(parents=True, exist_ok=True)
             with (RUN_DIR / STEPS_FILE).open("a") as steps:

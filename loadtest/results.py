@@ -268,6 +268,18 @@ def _capacity(step: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def step_missed_slo(folder: Path, slo: Slo) -> list[str]:
+    """Why the newest step in `folder` so far misses the SLO (empty: it meets it, or nothing
+    of it is logged here yet). Read while the step's last requests may still be running: the
+    slowest are the missing ones, so a miss is a miss, and a step of workers whose logs are not
+    in this folder is never judged on the silence."""
+    steps = read_steps(folder)
+    if not steps:
+        return []
+    newest = summarise(read_records(folder), steps, slo)["steps"][-1]
+    return [] if newest["slo_broken"] == ["no requests"] else newest["slo_broken"]
+
+
 def write_summary(folder: Path, slo: Slo, prometheus_url: str = "off") -> dict[str, Any]:
     """summary.json from the raw logs and steps in `folder`, with each step's Prometheus
     figures (LOAD_PROMETHEUS_URL's meaning: a URL, empty for make dev's, or off)."""

@@ -35,6 +35,9 @@ class LoadSettings(BaseSettings):
     step_users: int = Field(4, ge=1, description="users added per step")
     steps: int = Field(5, ge=1)
     step_seconds: float = Field(20.0, gt=0)
+    stop_at_break: bool = Field(
+        True, description="steps: end the sweep after the first step that misses the SLO"
+    )
     duration_seconds: float = Field(30.0, gt=0, description="constant and spike shapes")
     spike_factor: float = Field(4.0, gt=1, description="spike: users × this during the spike")
     spike_start_seconds: float = Field(10.0, gt=0, description="spike: baseline before it")

@@ -134,3 +134,30 @@ def test_a_facade_run_that_did_not_complete_is_an_error():
     assert step["error_examples"] == ["run did not complete (finish_reason length)"]
     # without a facade SLO of its own, a facade run is held to the agent runs' one
     assert summarise(records, [], slo)["slo"]["facade_run_p95_ms"] == 5000
+
+
+def test_the_sweep_stops_only_on_a_logged_miss(tmp_path):
+    from loadtest.results import RawLog, Slo, step_missed_slo
+
+    slo = Slo(ttft_p99_ms=100, itl_p99_ms=50, run_p95_ms=5000)
+    (tmp_path / "steps.jsonl").write_text('{"step": 0, "users": 1, "start": 0.0}\n')
+    # nothing logged here (a worker elsewhere): not judged
+    assert step_missed_slo(tmp_path, slo) == []
+    log = RawLog(tmp_path)
+
+    def completion(start: float, ttft_ms: float) -> dict:
+        return {
+            **{"kind": "model", "name": "history-2", "ok": True, "error": None},
+            **{"start": start, "end": start + 1, "ttft_ms": ttft_ms, "itl_ms": [10.0]},
+            **{"tpot_ms": 10.0, "e2e_ms": 1000.0, "prompt_tokens": 5, "output_tokens": 2},
+        }
+
+    log.write(completion(1.0, 40))
+    assert step_missed_slo(tmp_path, slo) == []
+    # a new step is judged on its own requests only
+    with (tmp_path / "steps.jsonl").open("a") as steps:
+        steps.write('{"step": 1, "users": 2, "start": 10.0}\n')
+    log.write(completion(11.0, 40))
+    log.write(completion(12.0, 400))
+    assert step_missed_slo(tmp_path, slo) == ["TTFT p99 396.4 ms > 100"]
+    log.close()

@@ -72,7 +72,9 @@ def test_a_stepped_sweep_finds_the_simulators_knee(tmp_path: Path) -> None:
     (summary_path,) = (tmp_path / "results").glob("*/summary.json")
     summary = json.loads(summary_path.read_text())
     steps = summary["steps"]
-    assert [s["users"] for s in steps] == list(STEP_USERS)
+    # the sweep ended after the first step past the knee (LOAD_STOP_AT_BREAK)
+    assert [s["users"] for s in steps] == list(STEP_USERS[: STEP_USERS.index(prediction) + 2])
+    assert not steps[-1]["slo_met"]
     assert all(s["errors"] == 0 for s in steps), [s["error_examples"] for s in steps]
     assert all(s["model"]["output_tokens"] == OUTPUT_TOKENS * s["model"]["requests"] for s in steps)
     verdicts = {s["users"]: (s["model"]["ttft_ms"]["p99"], s["slo_broken"]) for s in steps}
