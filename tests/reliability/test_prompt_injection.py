@@ -14,7 +14,6 @@ import json
 import re
 import threading
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -127,8 +126,12 @@ def hijacked_model() -> Iterator[str]:
     thread.join(timeout=10)
 
 
-@pytest.fixture
-def stack(tmp_path: Path, hijacked_model: str) -> Iterator[dict[str, str]]:
+@pytest.fixture(scope="module")
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, hijacked_model: str
+) -> Iterator[dict[str, str]]:
+    """One stack for the module: a test that passes leaves every leave as it found it."""
+    tmp_path = tmp_path_factory.mktemp("injection")
     db_url = f"sqlite:///{tmp_path / 'leave.db'}"
     seed_database(db_url)
     database = Database(db_url)
