@@ -27,6 +27,7 @@ from starlette.routing import Route
 
 from mcp_server.storage import AuditEntry, Database, Leave
 from stack.processes import free_port, running, seed_database, wait_until
+from tests.loop.conftest import stream_run
 
 pytestmark = [pytest.mark.reliability, pytest.mark.timeout(180)]
 
@@ -211,31 +212,8 @@ def cancels_applied(db_url: str) -> list[str]:
 
 def streamed_run(loop: str, answer: str | None) -> tuple[list[str], dict[str, Any]]:
     """One streamed run; every confirmation is answered with `answer` (None: never answered)."""
-    asked: list[str] = []
-    final: dict[str, Any] = {}
-    with httpx.Client(base_url=loop, headers=HEADERS, timeout=60) as http:
-        body = {"input": "查一下我的假單", "stream": True}
-        with http.stream("POST", "/v1/runs", json=body) as response:
-            kind, run_id = "", ""
-            for line in response.iter_lines():
-                if line.startswith("event: "):
-                    kind = line[7:]
-                    continue
-                if not line.startswith("data: "):
-                    continue
-                data = json.loads(line[6:])
-                if kind == "run.started":
-                    run_id = data["id"]
-                elif kind == "confirmation.requested":
-                    asked.append(data["message"])
-                    if answer is not None:
-                        http.post(
-                            f"/v1/runs/{run_id}/confirmations/{data['confirmation_id']}",
-                            json={"action": answer},
-                        )
-                elif kind == "run.finished":
-                    final = data
-    return asked, final
+    events, final = stream_run(loop, {"input": "查一下我的假單"}, HEADERS, answer)
+    return [data["message"] for kind, data in events if kind == "confirmation.requested"], final
 
 
 def cancel_attempts(final: dict[str, Any]) -> list[tuple[str, str | None]]:
