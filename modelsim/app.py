@@ -257,8 +257,10 @@ class Simulator:
         if delay > LONG_SLEEP_SECONDS:
             await asyncio.sleep(delay - SLEEP_MARGIN_SECONDS)
             delay = deadline - time.perf_counter()
-        if delay > 0:
+        # asyncio may wake a timer up to its clock resolution early; a token is never early
+        while delay > 0:
             await asyncio.sleep(delay)
+            delay = deadline - time.perf_counter()
 
     async def _request_faults(self, faults: set[str]) -> None:
         if "http_500" in faults:

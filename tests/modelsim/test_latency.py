@@ -195,3 +195,24 @@ async def test_timing_log_records_each_streamed_request_as_produced(start_simula
     )
     planned_total = 0.005 * len(gaps)  # the non-streamed request's gaps are planned
     assert itl_sum == pytest.approx(sum(produced["itl_s"]) + planned_total, rel=1e-9)
+
+
+def test_a_token_is_never_produced_before_its_time_under_uvloop():
+    # uvicorn serves on uvloop, whose timers count whole milliseconds rounded down: a sleep
+    # could end up to 1 ms early, and a 30 ms TTFT read 29.9 ms.
+    import uvloop
+
+    from modelsim.app import Simulator
+    from modelsim.settings import SimSettings
+
+    simulator = Simulator(SimSettings())
+
+    async def early_wake_ups() -> list[float]:
+        early = []
+        for i in range(60):
+            deadline = time.perf_counter() + 0.0005 + (i % 7) * 0.0011
+            await simulator._until(deadline)
+            early.append(deadline - time.perf_counter())
+        return [e for e in early if e > 0]
+
+    assert uvloop.run(early_wake_ups()) == []
