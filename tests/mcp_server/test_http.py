@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections import Counter
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -19,6 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 from tests.support import REPO_ROOT, ServiceProcess, free_port, running
 
 from .conftest import Elicitations, error_code, find
+from .invariants import assert_books_balance
 
 INIT = {
     "jsonrpc": "2.0",
@@ -284,12 +286,19 @@ async def test_fifty_concurrent_conflicting_decisions_apply_exactly_once(mcp_url
     database = Database(mcp_db_url)
     try:
         trail = LeaveService(database).audit_trail(leave_id)
+        books = assert_books_balance(database)  # and every other leave's, after the module's tests
     finally:
         database.dispose()
     decisions = [e for e in trail if e.from_status == "submitted"]
     assert [(e.to_status, e.outcome, e.actor_id) for e in decisions] == [
         (winner, "applied", "M001")
     ]
+    refusals = Counter(error_code(r) for r in results if r.is_error)
+    print(
+        f"{len(results)} concurrent decisions over HTTP: {len(applied)} applied ({winner}), "
+        f"refused {dict(refusals)}; 特休 {annual(balance_before)} → {annual(balance_after)}; "
+        f"books balance over {books.leaves} leaves and {books.audit_entries} audit entries"
+    )
 
 
 @pytest.mark.parametrize("words", [1_000, 20_000])
