@@ -97,11 +97,14 @@ bench-loop: $(SYNCED) ## benchmark the loop against the seed script's connect-pe
 
 # --- the deployment --------------------------------------------------------------------------
 # ENV_FILE: the settings; COMPOSE_FILES: a site's own compose overrides, applied last
-# (e.g. `make up COMPOSE_FILES=deploy/compose.site.yaml`), so the bundle's files stay untouched.
+# (e.g. `make up COMPOSE_FILES=deploy/compose.site.yaml`), so the bundle's files stay untouched;
+# PROFILES: optional services, e.g. `make up PROFILES=postgres`.
 ENV_FILE ?= deploy/.env
 COMPOSE_FILES ?=
+PROFILES ?=
 STACK_ARGS = --env-file $(ENV_FILE) $(addprefix --file ,$(COMPOSE_FILES))
-COMPOSE_BASE = docker compose --project-directory deploy --env-file $(ENV_FILE) -f deploy/compose.yaml
+COMPOSE_BASE = docker compose --project-directory deploy --env-file $(ENV_FILE) -f deploy/compose.yaml \
+	$(addprefix --profile ,$(PROFILES))
 COMPOSE = $(COMPOSE_BASE) --profile gpu $(addprefix -f ,$(COMPOSE_FILES))
 COMPOSE_SIM = $(COMPOSE_BASE) -f deploy/compose.sim.yaml $(addprefix -f ,$(COMPOSE_FILES))
 # vLLM needs minutes to load weights and capture CUDA graphs before it is healthy.

@@ -45,7 +45,9 @@ def manager(store: RunStore) -> RunManager:
     )
 
 
-async def test_a_store_failure_still_ends_the_run_and_its_stream(tmp_path, new_database_url, monkeypatch):
+async def test_a_store_failure_still_ends_the_run_and_its_stream(
+    tmp_path, new_database_url, monkeypatch
+):
     store = RunStore(new_database_url(tmp_path, "loop"))
 
     def broken(*_args, **_kwargs):
@@ -61,7 +63,9 @@ async def test_a_store_failure_still_ends_the_run_and_its_stream(tmp_path, new_d
     assert runs.active == {}
 
 
-async def test_runs_left_running_by_a_dead_process_are_marked_interrupted(tmp_path, new_database_url):
+async def test_runs_left_running_by_a_dead_process_are_marked_interrupted(
+    tmp_path, new_database_url
+):
     store = RunStore(new_database_url(tmp_path, "loop"))
     store.save_run(
         RunRecord(id="run_x", user_key="k", session_id="s", status="running", input="hi")
@@ -71,7 +75,9 @@ async def test_runs_left_running_by_a_dead_process_are_marked_interrupted(tmp_pa
     assert record.status == "failed" and "restarted" in record.reason
 
 
-async def test_concurrent_runs_record_and_remember_without_locking_errors(tmp_path, new_database_url):
+async def test_concurrent_runs_record_and_remember_without_locking_errors(
+    tmp_path, new_database_url
+):
     store = RunStore(new_database_url(tmp_path, "loop"))
     runs = manager(store)
     started = [

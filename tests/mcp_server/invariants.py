@@ -4,6 +4,7 @@ step by applied step, to the status it has."""
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -48,7 +49,7 @@ def assert_books_balance(database: Database) -> Books:
         for entry in trail:
             if entry.outcome == "not_applied":
                 assert entry.from_status == entry.to_status, (leave_id, entry.tool)
-        for before, after in zip(applied, applied[1:], strict=False):
+        for before, after in itertools.pairwise(applied):
             assert after.from_status == before.to_status, (
                 f"{leave_id}: {after.tool} moved {after.from_status} → {after.to_status}, "
                 f"but the previous applied change left it {before.to_status}"

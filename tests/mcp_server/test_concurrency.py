@@ -78,9 +78,7 @@ def test_approvals_racing_for_the_last_days_of_a_balance_lose_as_conflicts(servi
     leave_id = submitted_leave(service, "補休", "2033-01-03", "2033-01-04")
     assert balance_of(service, "E002", "補休") == 2
 
-    outcomes = all_at_once(
-        ATTEMPTS, lambda _i: service.change_status("M001", leave_id, "approved")
-    )
+    outcomes = all_at_once(ATTEMPTS, lambda _i: service.change_status("M001", leave_id, "approved"))
 
     books = assert_books_balance(service.db)
     print(f"{ATTEMPTS} concurrent approvals of the whole 補休 balance: {dict(outcomes)}")

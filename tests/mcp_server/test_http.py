@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections import Counter
 import sys
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path

@@ -7,7 +7,6 @@ password; then every log line, response body, export and database dump is search
 from __future__ import annotations
 
 import secrets
-from pathlib import Path
 
 import httpx
 import pytest
@@ -51,7 +50,9 @@ def test_no_secret_reaches_a_log_an_error_body_or_a_record(postgres: PostgresSer
     bad_token = distinctive("badtoken")
 
     seed_database(leave_url)
-    status, token = run_to_exit(["mcp_server", "issue-token", "E001"], {"MCP_DATABASE_URL": leave_url})
+    status, token = run_to_exit(
+        ["mcp_server", "issue-token", "E001"], {"MCP_DATABASE_URL": leave_url}
+    )
     token = token.strip()
     assert status == 0 and len(token) >= 32
     secret_values = {
@@ -93,10 +94,19 @@ def test_no_secret_reaches_a_log_an_error_body_or_a_record(postgres: PostgresSer
     ):
         good = {"Authorization": f"Bearer {token}"}
         # what works: a search, a cancel asked and declined, then accepted
-        found = keep(httpx.post(f"{loop}/v1/runs", json={"input": "查一下我表妹婚禮的假單"}, headers=good, timeout=60))
+        found = keep(
+            httpx.post(
+                f"{loop}/v1/runs",
+                json={"input": "查一下我表妹婚禮的假單"},
+                headers=good,
+                timeout=60,
+            )
+        )
         assert found.status_code == 200 and found.json()["status"] == "completed", found.text
         for answer in ("decline", "accept"):
-            _events, final = stream_run(loop, {"input": "取消我表妹婚禮那張假"}, good, answer=answer)
+            _events, final = stream_run(
+                loop, {"input": "取消我表妹婚禮那張假"}, good, answer=answer
+            )
             bodies.append(str(final))
         assert final["status"] == "completed"
         keep(httpx.get(f"{loop}/v1/runs/{final['id']}", headers=good))
@@ -104,15 +114,43 @@ def test_no_secret_reaches_a_log_an_error_body_or_a_record(postgres: PostgresSer
         # malformed one, none, a demo token in production, someone else's run, the facade
         refused = {"Authorization": f"Bearer {bad_token}"}
         for headers in (refused, refused, {"Authorization": f"Bearer {bad_token} x"}, {}):
-            assert keep(httpx.post(f"{loop}/v1/runs", json={"input": "hi"}, headers=headers)).status_code == 401
+            assert (
+                keep(
+                    httpx.post(f"{loop}/v1/runs", json={"input": "hi"}, headers=headers)
+                ).status_code
+                == 401
+            )
         demo = {"Authorization": "Bearer demo-token-employee"}
-        assert keep(httpx.post(f"{loop}/v1/runs", json={"input": "hi"}, headers=demo)).status_code == 401
+        assert (
+            keep(httpx.post(f"{loop}/v1/runs", json={"input": "hi"}, headers=demo)).status_code
+            == 401
+        )
         assert keep(httpx.get(f"{loop}/v1/runs/run_unknown", headers=good)).status_code == 404
         keep(httpx.post(f"{loop}/v1/runs", json={"nope": 1}, headers=good))
-        keep(httpx.post(f"{loop}/v1/chat/completions", json={"model": "x", "messages": []}, headers=refused))
+        keep(
+            httpx.post(
+                f"{loop}/v1/chat/completions", json={"model": "x", "messages": []}, headers=refused
+            )
+        )
         keep(httpx.post(f"{loop}/v1/chat/completions", json={"model": "x"}, headers=good))
-        keep(httpx.post(f"{mcp}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, headers=refused))
-        keep(httpx.post(f"{mcp}/mcp", content=b"{not json", headers={**good, "Content-Type": "application/json", "Accept": "application/json, text/event-stream"}))
+        keep(
+            httpx.post(
+                f"{mcp}/mcp",
+                json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                headers=refused,
+            )
+        )
+        keep(
+            httpx.post(
+                f"{mcp}/mcp",
+                content=b"{not json",
+                headers={
+                    **good,
+                    "Content-Type": "application/json",
+                    "Accept": "application/json, text/event-stream",
+                },
+            )
+        )
         for url in (f"{loop}/readyz", f"{loop}/metrics", f"{mcp}/readyz", f"{mcp}/metrics"):
             keep(httpx.get(url))
         assert any(b.startswith("401") for b in bodies)
@@ -124,12 +162,16 @@ def test_no_secret_reaches_a_log_an_error_body_or_a_record(postgres: PostgresSer
         ("mcp_server", "MCP_DATABASE_URL", postgres.url("secrets_leave", "secrets_leave", wrong)),
         ("loop", "LOOP_STORE_URL", postgres.url("secrets_loop", "secrets_loop", wrong)),
     ):
-        status, output = run_to_exit([module], {variable: url, "MCP_PORT": str(free_port()), "LOOP_PORT": str(free_port())})
+        status, output = run_to_exit(
+            [module], {variable: url, "MCP_PORT": str(free_port()), "LOOP_PORT": str(free_port())}
+        )
         assert status == 2 and variable in output, output
         print(output.strip())
         bodies.append(output)
 
-    status, exported = run_to_exit(["loop", "export", "--status", "all"], {"LOOP_STORE_URL": store_url})
+    status, exported = run_to_exit(
+        ["loop", "export", "--status", "all"], {"LOOP_STORE_URL": store_url}
+    )
     assert status == 0 and "婚禮" in exported
     texts = {
         **{f"log {p.name}": p.read_text(errors="replace") for p in sorted(tmp_path.glob("*.log"))},
