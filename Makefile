@@ -50,6 +50,17 @@ format: $(SYNCED) ## apply ruff fixes and formatting
 lock: | $(UV) ## re-resolve uv.lock after changing pyproject.toml
 	$(UV) lock
 
+# pip-audit runs from uv's tool cache, not the project: it audits the lock, it is no dependency.
+# --strict fails when a package could not be checked, so an unreachable vulnerability service
+# cannot pass for a clean result.
+AUDIT_SERVICE ?= pypi
+.PHONY: audit
+audit: | $(UV) ## check the locked dependencies against known vulnerabilities (pip-audit; network)
+	$(UV) export --quiet --frozen --no-hashes --all-extras --no-emit-project \
+		--output-file $(TOOLS)/audit-requirements.txt >/dev/null
+	$(UV) tool run --from pip-audit==2.10.1 pip-audit --strict --no-deps --disable-pip \
+		--vulnerability-service $(AUDIT_SERVICE) --requirement $(TOOLS)/audit-requirements.txt
+
 .PHONY: mcp-server
 mcp-server: $(SYNCED) ## seed the demo database and serve the MCP server on :8090
 	$(PY) -m mcp_server seed
