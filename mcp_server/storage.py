@@ -1,7 +1,9 @@
 """Tables and engine of the leave database.
 
 Everything that knows it talks to SQLite lives in `common.sqlite`; the rest is portable
-SQLAlchemy 2, so a PostgreSQL URL works without code changes.
+SQLAlchemy 2, so a PostgreSQL URL (psycopg 3) works without code changes: the reliability tier
+runs the server's whole test suite on PostgreSQL. Where PostgreSQL's interleaving writers need
+row locks that SQLite's queued writers do not, `leaves` takes them.
 """
 
 from __future__ import annotations
