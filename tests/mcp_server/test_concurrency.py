@@ -11,6 +11,8 @@ from collections.abc import Callable
 
 from mcp_server.leaves import LeaveService
 from mcp_server.messages import Refusal
+from mcp_server.seed import seed
+from mcp_server.storage import Database
 
 from .invariants import assert_books_balance
 from .test_rules import balance_of, status_of
@@ -130,3 +132,34 @@ def test_replicas_sweeping_abandoned_confirmations_at_once_audit_each_once(servi
     print(f"{sweepers} concurrent sweeps of {asked} abandoned confirmations: {swept}")
     assert outcomes["applied"] == sweepers
     assert sum(swept) == asked and len(abandoned) == asked
+
+
+def test_replicas_creating_the_schema_at_once_all_start(tmp_path, new_database_url):
+    url = new_database_url(tmp_path, "fresh")  # empty: no replica finds the tables made
+    databases = [Database(url) for _ in range(8)]
+    try:
+        outcomes = Counter()
+        start = threading.Barrier(len(databases))
+        lock = threading.Lock()
+
+        def create(database: Database) -> None:
+            start.wait()
+            try:
+                database.create_schema()
+                outcome = "created"
+            except Exception as error:
+                outcome = type(error).__name__
+            with lock:
+                outcomes[outcome] += 1
+
+        threads = [threading.Thread(target=create, args=(d,)) for d in databases]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        print(f"{len(databases)} concurrent schema creations: {dict(outcomes)}")
+        assert outcomes == Counter({"created": len(databases)})
+        assert seed(databases[0]) is True
+    finally:
+        for database in databases:
+            database.dispose()
