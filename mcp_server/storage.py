@@ -19,6 +19,10 @@ from sqlalchemy.types import TypeDecorator
 from common.sqlite import create_engine_for, utcnow
 
 
+# Any number the servers sharing a database agree on: it names the lock around creating tables.
+SCHEMA_LOCK_KEY = 0x1EA7E
+
+
 class Base(DeclarativeBase):
     pass
 
@@ -120,7 +124,15 @@ class Database:
         )
 
     def create_schema(self) -> None:
-        Base.metadata.create_all(self.engine)
+        """Create the tables that are missing. Replicas may start together on an empty
+        database: one creates while the others wait (SQLite's write lock, taken up front; a
+        PostgreSQL advisory lock), then find the tables made."""
+        with self.engine.execution_options(sqlite_begin="IMMEDIATE").begin() as connection:
+            if connection.dialect.name == "postgresql":
+                connection.execute(
+                    text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK_KEY}
+                )
+            Base.metadata.create_all(connection)
 
     @contextmanager
     def read(self) -> Iterator[Session]:
