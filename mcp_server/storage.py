@@ -18,7 +18,6 @@ from sqlalchemy.types import TypeDecorator
 
 from common.sqlite import create_engine_for, utcnow
 
-
 # Any number the servers sharing a database agree on: it names the lock around creating tables.
 SCHEMA_LOCK_KEY = 0x1EA7E
 
