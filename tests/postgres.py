@@ -103,6 +103,15 @@ def _as_server_user(argv: list[str]) -> list[str]:
     return ["runuser", "-u", SERVER_USER, "--", *argv] if os.geteuid() == 0 else argv
 
 
+def _run_as_server_user(argv: list[str]) -> None:
+    """Run a server command; a failure says which command and what it printed."""
+    done = subprocess.run(_as_server_user(argv), capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(
+            f"{Path(argv[0]).name} failed ({done.returncode}): {done.stderr.strip()[-2000:]}"
+        )
+
+
 @contextmanager
 def throwaway_postgres(*, max_connections: int = 300) -> Iterator[PostgresServer]:
     """Start a fresh cluster; yield it once it accepts connections; stop and delete it."""
@@ -124,34 +133,27 @@ def throwaway_postgres(*, max_connections: int = 300) -> Iterator[PostgresServer
     pg_ctl = [str(bin_dir / "pg_ctl"), "-D", str(data)]
     started = False
     try:
-        subprocess.run(
-            _as_server_user(
-                [
-                    str(bin_dir / "initdb"),
-                    "-D",
-                    str(data),
-                    "-U",
-                    SERVER_USER,
-                    "-E",
-                    "UTF8",
-                    "--no-locale",
-                    "--auth-local=trust",
-                    "--auth-host=scram-sha-256",
-                ]
-            ),
-            check=True,
-            capture_output=True,
+        _run_as_server_user(
+            [
+                str(bin_dir / "initdb"),
+                "-D",
+                str(data),
+                "-U",
+                SERVER_USER,
+                "-E",
+                "UTF8",
+                "--no-locale",
+                "--auth-local=trust",
+                "--auth-host=scram-sha-256",
+            ]
         )
+        # Throwaway data: no fsync (tests create a database each, which would otherwise sync).
         options = (
             f"-p {port} -k {sockets} -c listen_addresses=127.0.0.1 "
             f"-c max_connections={max_connections} -c fsync=off -c full_page_writes=off"
         )
         # -W: return at once; readiness is awaited below with pg_isready.
-        subprocess.run(
-            _as_server_user([*pg_ctl, "-l", str(log), "-o", options, "-W", "start"]),
-            check=True,
-            capture_output=True,
-        )
+        _run_as_server_user([*pg_ctl, "-l", str(log), "-o", options, "-W", "start"])
         started = True
         pg_isready = [str(bin_dir / "pg_isready"), "-q", "-h", str(sockets), "-p", str(port)]
         wait_until(
