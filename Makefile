@@ -50,6 +50,17 @@ format: $(SYNCED) ## apply ruff fixes and formatting
 lock: | $(UV) ## re-resolve uv.lock after changing pyproject.toml
 	$(UV) lock
 
+# pip-audit runs from uv's tool cache, not the project: it audits the lock, it is no dependency.
+# --strict fails when a package could not be checked, so an unreachable vulnerability service
+# cannot pass for a clean result.
+AUDIT_SERVICE ?= pypi
+.PHONY: audit
+audit: | $(UV) ## check the locked dependencies against known vulnerabilities (pip-audit; network)
+	$(UV) export --quiet --frozen --no-hashes --all-extras --no-emit-project \
+		--output-file $(TOOLS)/audit-requirements.txt >/dev/null
+	$(UV) tool run --from pip-audit==2.10.1 pip-audit --strict --no-deps --disable-pip \
+		--vulnerability-service $(AUDIT_SERVICE) --requirement $(TOOLS)/audit-requirements.txt
+
 .PHONY: mcp-server
 mcp-server: $(SYNCED) ## seed the demo database and serve the MCP server on :8090
 	$(PY) -m mcp_server seed
@@ -97,11 +108,14 @@ bench-loop: $(SYNCED) ## benchmark the loop against the seed script's connect-pe
 
 # --- the deployment --------------------------------------------------------------------------
 # ENV_FILE: the settings; COMPOSE_FILES: a site's own compose overrides, applied last
-# (e.g. `make up COMPOSE_FILES=deploy/compose.site.yaml`), so the bundle's files stay untouched.
+# (e.g. `make up COMPOSE_FILES=deploy/compose.site.yaml`), so the bundle's files stay untouched;
+# PROFILES: optional services, e.g. `make up PROFILES=postgres`.
 ENV_FILE ?= deploy/.env
 COMPOSE_FILES ?=
+PROFILES ?=
 STACK_ARGS = --env-file $(ENV_FILE) $(addprefix --file ,$(COMPOSE_FILES))
-COMPOSE_BASE = docker compose --project-directory deploy --env-file $(ENV_FILE) -f deploy/compose.yaml
+COMPOSE_BASE = docker compose --project-directory deploy --env-file $(ENV_FILE) -f deploy/compose.yaml \
+	$(addprefix --profile ,$(PROFILES))
 COMPOSE = $(COMPOSE_BASE) --profile gpu $(addprefix -f ,$(COMPOSE_FILES))
 COMPOSE_SIM = $(COMPOSE_BASE) -f deploy/compose.sim.yaml $(addprefix -f ,$(COMPOSE_FILES))
 # vLLM needs minutes to load weights and capture CUDA graphs before it is healthy.

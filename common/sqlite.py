@@ -1,4 +1,5 @@
-"""SQLAlchemy engines; what is SQLite-specific lives here and nowhere else."""
+"""SQLAlchemy engines; what is SQLite-specific lives here and nowhere else. Other URLs
+(PostgreSQL through psycopg 3, which the services install) get a plain engine."""
 
 from __future__ import annotations
 

@@ -152,7 +152,9 @@ class RunStore:
     ) -> bool:
         """Append to the user's own session; False (and nothing written) for anyone else's."""
         with self._writer() as s, s.begin():
-            record = s.get(SessionRecord, session_id)
+            # Read-modify-write: the row lock queues concurrent appends where the database
+            # does not (PostgreSQL; SQLite's writers already queue).
+            record = s.get(SessionRecord, session_id, with_for_update=True)
             if record is None:
                 record = SessionRecord(id=session_id, user_key=user_key, messages=[])
                 s.add(record)

@@ -14,7 +14,12 @@ from .leaves import LeaveService
 
 class EmployeeTokenVerifier:
     """Looks a token up by its hash; an unknown token (or a demo token in production) → None,
-    which the SDK answers with HTTP 401."""
+    which the SDK answers with HTTP 401.
+
+    No string comparison of the token happens, so there is nothing to make constant-time: the
+    database finds the SHA-256 by primary key and the cache by dict key. How long either takes
+    can depend on the hash, never on how much of a stored token a guess got right, and knowing
+    bytes of a hash does not help find a token that has it."""
 
     def __init__(self, service: LeaveService, cache_seconds: float = 30.0) -> None:
         self._service = service

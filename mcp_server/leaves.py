@@ -3,6 +3,10 @@
 Every method takes the acting employee's id, scopes every read to what that employee may see,
 and raises `Refusal` when a rule says no. State changes are one transaction each, with a
 compare-and-set on the old status and an audit entry.
+
+SQLite runs one writer at a time (BEGIN IMMEDIATE); PostgreSQL's READ COMMITTED lets writers
+interleave, so whatever a write decides from an earlier read is guarded here by a row lock
+(FOR UPDATE, which SQLite leaves out) or by an UPDATE whose WHERE re-checks the condition.
 """
 
 from __future__ import annotations
@@ -176,7 +180,9 @@ class LeaveService:
         if not 1 <= len(reason) <= 200:
             raise Refusal("invalid_reason")
         with self.db.write() as s:
-            actor = self._employee(s, actor_id)
+            # Locking the owner queues their concurrent creations: each sees the others' rows
+            # in its overlap check.
+            actor = self._employee(s, actor_id, lock=True)
             clash = s.scalars(
                 select(Leave).where(
                     Leave.employee_id == actor.id,
@@ -235,9 +241,11 @@ class LeaveService:
             allowed = self._next_steps(leave, owner, actor)
             if requested not in allowed:
                 self._refuse_step(leave, owner, actor, requested, allowed)
+            # The status first: a concurrent decision then loses as a conflict, before it
+            # could look at a balance the winner has just used.
+            self._compare_and_set(s, leave, current, requested)
             if requested == LeaveStatus.APPROVED:
                 self._deduct(s, leave)
-            self._compare_and_set(s, leave, current, requested)
             s.add(
                 self._audit(
                     leave.id,
@@ -322,8 +330,11 @@ class LeaveService:
         """Audit every confirmation asked before `asked_before` and never answered: its client
         cancelled, crashed or went away. Returns how many."""
         with self.db.write() as s:
+            # Every replica sweeps: a row another sweeper (or an answer) holds is theirs.
             stale = s.scalars(
-                select(PendingConfirmation).where(PendingConfirmation.asked_at < asked_before)
+                select(PendingConfirmation)
+                .where(PendingConfirmation.asked_at < asked_before)
+                .with_for_update(skip_locked=True)
             ).all()
             for pending in stale:
                 leave = s.get(Leave, pending.leave_id)
@@ -354,6 +365,7 @@ class LeaveService:
             )
             .order_by(PendingConfirmation.id)
             .limit(1)
+            .with_for_update()  # not audited as abandoned by a sweeper at the same time
         ).first()
         if oldest is not None:
             s.delete(oldest)
@@ -371,8 +383,8 @@ class LeaveService:
     # -- helpers ------------------------------------------------------------------------
 
     @staticmethod
-    def _employee(s: Session, employee_id: str) -> Employee:
-        employee = s.get(Employee, employee_id)
+    def _employee(s: Session, employee_id: str, *, lock: bool = False) -> Employee:
+        employee = s.get(Employee, employee_id, with_for_update=lock)
         if employee is None:
             raise LookupError(f"token maps to missing employee {employee_id}")
         return employee

@@ -1,7 +1,9 @@
 """Tables and engine of the leave database.
 
 Everything that knows it talks to SQLite lives in `common.sqlite`; the rest is portable
-SQLAlchemy 2, so a PostgreSQL URL works without code changes.
+SQLAlchemy 2, so a PostgreSQL URL (psycopg 3) works without code changes: the reliability tier
+runs the server's whole test suite on PostgreSQL. Where PostgreSQL's interleaving writers need
+row locks that SQLite's queued writers do not, `leaves` takes them.
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sess
 from sqlalchemy.types import TypeDecorator
 
 from common.sqlite import create_engine_for, utcnow
+
+# Any number the servers sharing a database agree on: it names the lock around creating tables.
+SCHEMA_LOCK_KEY = 0x1EA7E
 
 
 class Base(DeclarativeBase):
@@ -118,7 +123,15 @@ class Database:
         )
 
     def create_schema(self) -> None:
-        Base.metadata.create_all(self.engine)
+        """Create the tables that are missing. Replicas may start together on an empty
+        database: one creates while the others wait (SQLite's write lock, taken up front; a
+        PostgreSQL advisory lock), then find the tables made."""
+        with self.engine.execution_options(sqlite_begin="IMMEDIATE").begin() as connection:
+            if connection.dialect.name == "postgresql":
+                connection.execute(
+                    text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK_KEY}
+                )
+            Base.metadata.create_all(connection)
 
     @contextmanager
     def read(self) -> Iterator[Session]:

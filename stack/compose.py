@@ -78,3 +78,13 @@ def validate(files: list[Path], env_file: Path) -> str:
     command += ["--env-file", str(env_file), "config", "--quiet"]
     done = subprocess.run(command, capture_output=True, text=True, cwd=REPO_ROOT)
     return "" if done.returncode == 0 else (done.stderr.strip() or "invalid")
+
+
+def host_ports(published: str | int) -> list[int]:
+    """The host ports of a published port: "8090", or a range "8090-8091" from which each
+    replica of a scaled service takes one."""
+    first, _, last = str(published).partition("-")
+    low, high = int(first), int(last or first)
+    if high < low:
+        raise ValueError(f"published port range {published!r} ends before it starts")
+    return list(range(low, high + 1))

@@ -60,7 +60,11 @@ def plan(
         container = _container_port(spec)
         if container is None:
             continue
-        published = [int(p["published"]) for p in spec.get("ports", []) if p.get("published")]
+        published = [
+            compose.host_ports(p["published"])[0]
+            for p in spec.get("ports", [])
+            if p.get("published")
+        ]
         if published:
             ports[name] = (container, published[0])
         else:  # not published (vLLM): keep its port, unless told otherwise

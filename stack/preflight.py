@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from . import compose
+from .compose import host_ports
 
 ENV_FILE = compose.DEPLOY / ".env"
 
@@ -63,15 +64,16 @@ def _port_problems(project: dict[str, Any]) -> list[str]:
             if not port.get("published"):
                 continue
             host = port.get("host_ip") or "0.0.0.0"
-            with socket.socket() as probe:
-                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                try:
-                    probe.bind((host, int(port["published"])))
-                except OSError:
-                    found.append(
-                        f"{host}:{port['published']} ({name}) is already in use by another "
-                        "program: stop it or choose another port in deploy/.env"
-                    )
+            for number in host_ports(port["published"]):
+                with socket.socket() as probe:
+                    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    try:
+                        probe.bind((host, number))
+                    except OSError:
+                        found.append(
+                            f"{host}:{number} ({name}) is already in use by another "
+                            "program: stop it or choose another port in deploy/.env"
+                        )
     return found
 
 
@@ -120,5 +122,5 @@ def published_ports(project: dict[str, Any]) -> dict[str, int]:
     for name, service in project["services"].items():
         for port in service.get("ports", []):
             if port.get("published"):
-                ports[name] = int(port["published"])
+                ports[name] = host_ports(port["published"])[0]
     return ports

@@ -120,10 +120,11 @@ def seed_database(db_url: str) -> None:
 
 
 @contextmanager
-def mcp_server(workdir: Path, **env: str) -> Iterator[str]:
-    """A seeded `python -m mcp_server` on a free port; yields its base URL."""
+def mcp_server(workdir: Path, db_url: str | None = None, **env: str) -> Iterator[str]:
+    """A seeded `python -m mcp_server` on a free port (on `db_url`, else a new SQLite file in
+    `workdir`); yields its base URL."""
     port = free_port()
-    db_url = f"sqlite:///{workdir / f'leave-{port}.db'}"
+    db_url = db_url or f"sqlite:///{workdir / f'leave-{port}.db'}"
     seed_database(db_url)
     settings = {"MCP_DATABASE_URL": db_url, "MCP_PORT": str(port), **env}
     base = f"http://127.0.0.1:{port}"

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import yaml
 
-from .compose import REPO_ROOT
+from .compose import REPO_ROOT, host_ports
 from .localstack import LocalService
 
 MONITORING = REPO_ROOT / "monitoring"
@@ -98,7 +98,7 @@ def local_service(
     if binary() is None:
         return None
     published = [
-        int(p["published"])
+        host_ports(p["published"])[0]
         for p in project["services"]["prometheus"].get("ports", [])
         if p.get("published")
     ]

@@ -18,7 +18,7 @@ from typing import Any
 
 from common.healthprobe import probe
 
-from .compose import BASE_FILE, DEPLOY, REPO_ROOT, SIM_FILE
+from .compose import BASE_FILE, DEPLOY, REPO_ROOT, SIM_FILE, host_ports
 
 # Published services whose readiness endpoint says more than the container's health: the
 # loop's /readyz checks the model server and the MCP server from inside the network.
@@ -94,7 +94,8 @@ def problems(stack: Stack) -> dict[str, str]:
                 if port.get("published"):
                     host = port.get("host_ip") or "127.0.0.1"
                     host = "127.0.0.1" if host == "0.0.0.0" else host
-                    url = f"http://{host}:{port['published']}{READINESS_PATHS[name]}"
+                    first = host_ports(port["published"])[0]  # of a replicated service's range
+                    url = f"http://{host}:{first}{READINESS_PATHS[name]}"
                     ready, said = probe(url)
                     if not ready:
                         found[name] = said

@@ -40,6 +40,9 @@ async def current_user(
     if not authorization or not authorization.lower().startswith("bearer "):
         raise HTTPException(401, "missing bearer token", {"WWW-Authenticate": "Bearer"})
     token = authorization[7:].strip()
+    # The token is never compared as a string (no timing side channel to close with
+    # hmac.compare_digest): the open connections and refused tokens are found by its SHA-256
+    # as a dict key, and the leave MCP server looks that hash up by primary key.
     manager = manager_of(request)
     if manager.pool.has_open(token):  # accepted before: costs nothing to let through
         return User(token=token, key=token_key(token))

@@ -138,3 +138,16 @@ def test_every_entry_point_starts(image_python, entry_point):
     done = run_isolated(image_python, "-m", *entry_point)
     assert done.returncode == 0, done.stderr
     assert "usage:" in done.stdout or "python -m common.healthprobe" in done.stdout
+
+
+def test_a_postgresql_url_finds_its_driver_in_the_image(image_python):
+    # The services take `postgresql://` URLs (docs/configuration.md): SQLAlchemy's default
+    # PostgreSQL driver, psycopg 3, with its bundled libpq (the slim image has no libpq).
+    script = (
+        "import psycopg, sqlalchemy\n"
+        "engine = sqlalchemy.create_engine('postgresql://leave@localhost/leave')\n"
+        "print(engine.dialect.driver, psycopg.pq.__impl__)\n"
+    )
+    done = run_isolated(image_python, "-c", script)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["psycopg", "binary"]

@@ -29,11 +29,12 @@ class Stack:
 
 @contextmanager
 def loop_service(
-    workdir: Path, model_url: str, mcp_url: str, **env: str
+    workdir: Path, model_url: str, mcp_url: str, store_url: str | None = None, **env: str
 ) -> Iterator[tuple[str, str]]:
-    """`python -m loop` on a free port; yields (base URL, store URL)."""
+    """`python -m loop` on a free port (its store at `store_url`, else a new SQLite file);
+    yields (base URL, store URL)."""
     port = free_port()
-    store_url = f"sqlite:///{workdir / f'loop-{port}.db'}"
+    store_url = store_url or f"sqlite:///{workdir / f'loop-{port}.db'}"
     settings = {
         "LOOP_PORT": str(port),
         "LOOP_MODEL_BASE_URL": model_url,
@@ -47,10 +48,11 @@ def loop_service(
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory) -> Iterator[Stack]:
+def stack(tmp_path_factory, new_database_url) -> Iterator[Stack]:
     workdir = tmp_path_factory.mktemp("loopstack")
+    mcp_db_url = new_database_url(workdir, "leave")
     with (
-        mcp_server(workdir) as mcp,
+        mcp_server(workdir, mcp_db_url) as mcp,
         model_simulator(
             workdir, profile="instant", retry_after_seconds="1", stall_seconds="5"
         ) as sim,
@@ -58,14 +60,14 @@ def stack(tmp_path_factory) -> Iterator[Stack]:
             workdir,
             f"{sim}/v1",
             f"{mcp}/mcp",
+            new_database_url(workdir, "loop"),
             confirmation_timeout_seconds="1.5",
             model_timeout_seconds="1",
             model_max_retries="1",
             model_retry_backoff_seconds="0.05",
         ) as (loop, store_url),
     ):
-        db = next(workdir.glob("leave-*.db"))
-        yield Stack(loop, f"{mcp}/mcp", f"{sim}/v1", store_url, f"sqlite:///{db}", workdir)
+        yield Stack(loop, f"{mcp}/mcp", f"{sim}/v1", store_url, mcp_db_url, workdir)
 
 
 def post_run(stack: Stack, body: dict[str, Any], headers=EMPLOYEE) -> httpx.Response:

@@ -45,8 +45,10 @@ def manager(store: RunStore) -> RunManager:
     )
 
 
-async def test_a_store_failure_still_ends_the_run_and_its_stream(tmp_path, monkeypatch):
-    store = RunStore(f"sqlite:///{tmp_path / 'loop.db'}")
+async def test_a_store_failure_still_ends_the_run_and_its_stream(
+    tmp_path, new_database_url, monkeypatch
+):
+    store = RunStore(new_database_url(tmp_path, "loop"))
 
     def broken(*_args, **_kwargs):
         raise OSError("disk full")
@@ -61,8 +63,10 @@ async def test_a_store_failure_still_ends_the_run_and_its_stream(tmp_path, monke
     assert runs.active == {}
 
 
-async def test_runs_left_running_by_a_dead_process_are_marked_interrupted(tmp_path):
-    store = RunStore(f"sqlite:///{tmp_path / 'loop.db'}")
+async def test_runs_left_running_by_a_dead_process_are_marked_interrupted(
+    tmp_path, new_database_url
+):
+    store = RunStore(new_database_url(tmp_path, "loop"))
     store.save_run(
         RunRecord(id="run_x", user_key="k", session_id="s", status="running", input="hi")
     )
@@ -71,8 +75,10 @@ async def test_runs_left_running_by_a_dead_process_are_marked_interrupted(tmp_pa
     assert record.status == "failed" and "restarted" in record.reason
 
 
-async def test_concurrent_runs_record_and_remember_without_locking_errors(tmp_path):
-    store = RunStore(f"sqlite:///{tmp_path / 'loop.db'}")
+async def test_concurrent_runs_record_and_remember_without_locking_errors(
+    tmp_path, new_database_url
+):
+    store = RunStore(new_database_url(tmp_path, "loop"))
     runs = manager(store)
     started = [
         await runs.start(
@@ -85,11 +91,11 @@ async def test_concurrent_runs_record_and_remember_without_locking_errors(tmp_pa
     assert len(store.history("shared", started[0].user_key)) == 10  # bounded
 
 
-async def test_trace_log_writes_genai_named_spans(tmp_path, caplog):
+async def test_trace_log_writes_genai_named_spans(tmp_path, new_database_url, caplog):
     import json
     import logging
 
-    store = RunStore(f"sqlite:///{tmp_path / 'loop.db'}")
+    store = RunStore(new_database_url(tmp_path, "loop"))
     runs = RunManager(
         pool=FakePool(),  # type: ignore[arg-type]
         model=OneAnswerModel(),
@@ -113,10 +119,10 @@ async def test_trace_log_writes_genai_named_spans(tmp_path, caplog):
     assert root["attributes"]["leave_loop.status"] == "completed"
 
 
-async def test_two_users_racing_on_one_new_session_id_never_share_it(tmp_path):
+async def test_two_users_racing_on_one_new_session_id_never_share_it(tmp_path, new_database_url):
     from loop.mcp_pool import token_key
 
-    store = RunStore(f"sqlite:///{tmp_path / 'loop.db'}")
+    store = RunStore(new_database_url(tmp_path, "loop"))
     runs = manager(store)
     # Both runs start before either is stored: ownership must be settled by the store.
     first = await runs.start(
@@ -134,8 +140,8 @@ async def test_two_users_racing_on_one_new_session_id_never_share_it(tmp_path):
         assert [m["content"] for m in own if m["role"] == "user"] == [text]
 
 
-def test_a_session_is_never_written_by_another_user(tmp_path):
-    store = RunStore(f"sqlite:///{tmp_path / 'loop.db'}")
+def test_a_session_is_never_written_by_another_user(tmp_path, new_database_url):
+    store = RunStore(new_database_url(tmp_path, "loop"))
     assert store.claim_session("s", "alice") and store.claim_session("s", "alice")
     assert not store.claim_session("s", "bob")
     assert not store.append_history("s", "bob", [{"role": "user", "content": "bob"}], 10)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -19,6 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 from tests.support import REPO_ROOT, ServiceProcess, free_port, running
 
 from .conftest import Elicitations, error_code, find
+from .invariants import assert_books_balance
 
 INIT = {
     "jsonrpc": "2.0",
@@ -34,8 +36,8 @@ MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
 
 
 @pytest.fixture(scope="module")
-def mcp_db_url(tmp_path_factory) -> str:
-    return f"sqlite:///{tmp_path_factory.mktemp('mcpdb') / 'leave.db'}"
+def mcp_db_url(tmp_path_factory, new_database_url) -> str:
+    return new_database_url(tmp_path_factory.mktemp("mcpdb"))
 
 
 @pytest.fixture(scope="module")
@@ -168,10 +170,10 @@ async def test_health_readiness_and_metrics_need_no_token(mcp_url):
         assert family in text
 
 
-async def test_compose_style_host_is_accepted_when_configured(tmp_path):
+async def test_compose_style_host_is_accepted_when_configured(tmp_path, new_database_url):
     port = free_port()
     env = {
-        "MCP_DATABASE_URL": f"sqlite:///{tmp_path / 'leave.db'}",
+        "MCP_DATABASE_URL": new_database_url(tmp_path),
         "MCP_PORT": str(port),
         "MCP_ALLOWED_HOSTS": "mcp-server:8090,127.0.0.1:*",
     }
@@ -185,9 +187,9 @@ async def test_compose_style_host_is_accepted_when_configured(tmp_path):
     assert response.status_code == 401
 
 
-def test_production_refuses_default_secrets_and_demo_tokens(tmp_path):
+def test_production_refuses_default_secrets_and_demo_tokens(tmp_path, new_database_url):
     env = {
-        "MCP_DATABASE_URL": f"sqlite:///{tmp_path / 'leave.db'}",
+        "MCP_DATABASE_URL": new_database_url(tmp_path),
         "MCP_PORT": str(free_port()),
         "MCP_ENV": "production",
     }
@@ -208,8 +210,8 @@ def run_cli(*args: str, db_url: str) -> str:
     ).stdout.strip()
 
 
-async def test_production_server_rejects_demo_tokens(tmp_path):
-    db_url = f"sqlite:///{tmp_path / 'leave.db'}"
+async def test_production_server_rejects_demo_tokens(tmp_path, new_database_url):
+    db_url = new_database_url(tmp_path)
     run_cli("seed", db_url=db_url)
     issued = run_cli("issue-token", "E001", db_url=db_url)
     port = free_port()
@@ -284,17 +286,26 @@ async def test_fifty_concurrent_conflicting_decisions_apply_exactly_once(mcp_url
     database = Database(mcp_db_url)
     try:
         trail = LeaveService(database).audit_trail(leave_id)
+        books = assert_books_balance(database)  # and every other leave's, after the module's tests
     finally:
         database.dispose()
     decisions = [e for e in trail if e.from_status == "submitted"]
     assert [(e.to_status, e.outcome, e.actor_id) for e in decisions] == [
         (winner, "applied", "M001")
     ]
+    refusals = Counter(error_code(r) for r in results if r.is_error)
+    print(
+        f"{len(results)} concurrent decisions over HTTP: {len(applied)} applied ({winner}), "
+        f"refused {dict(refusals)}; 特休 {annual(balance_before)} → {annual(balance_after)}; "
+        f"books balance over {books.leaves} leaves and {books.audit_entries} audit entries"
+    )
 
 
 @pytest.mark.parametrize("words", [1_000, 20_000])
-async def test_a_huge_search_keyword_is_refused_fast_and_kept_out_of_the_log(tmp_path, words):
-    db_url = f"sqlite:///{tmp_path / 'leave.db'}"
+async def test_a_huge_search_keyword_is_refused_fast_and_kept_out_of_the_log(
+    tmp_path, new_database_url, words
+):
+    db_url = new_database_url(tmp_path)
     run_cli("seed", db_url=db_url)
     port = free_port()
     env = {"MCP_DATABASE_URL": db_url, "MCP_PORT": str(port)}
@@ -310,14 +321,14 @@ async def test_a_huge_search_keyword_is_refused_fast_and_kept_out_of_the_log(tmp
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
-async def test_a_confirmation_its_client_abandons_is_audited(tmp_path, mode):
+async def test_a_confirmation_its_client_abandons_is_audited(tmp_path, new_database_url, mode):
     """The client asks, is asked to confirm, and dies before answering: the server alone
     must still write the audit entry (once the answer can no longer be accepted)."""
     from mcp_server.leaves import LeaveService
     from mcp_server.storage import Database
     from tests.support import wait_until
 
-    db_url = f"sqlite:///{tmp_path / 'leave.db'}"
+    db_url = new_database_url(tmp_path)
     run_cli("seed", db_url=db_url)
     port = free_port()
     env = {"MCP_DATABASE_URL": db_url, "MCP_PORT": str(port), "MCP_CONFIRMATION_TTL_SECONDS": "1"}

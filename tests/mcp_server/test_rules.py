@@ -423,37 +423,6 @@ async def test_messages_can_be_english(service, metrics):
     assert "Call search_leaves first" in result.content[0].text
 
 
-def test_fifty_threads_deciding_one_leave_apply_exactly_once(service):
-    import threading
-
-    from mcp_server.messages import Refusal
-
-    leave_id = service.search("E002", "搬家", None)[0].leave_id
-    before = balance_of(service, "E002", "事假")
-    outcomes: list[str] = []
-    start = threading.Barrier(50)
-
-    def decide(i: int) -> None:
-        start.wait()
-        try:
-            service.change_status("M001", leave_id, "approved" if i % 2 else "rejected")
-            outcomes.append("applied")
-        except Refusal as refusal:
-            outcomes.append(refusal.code)
-
-    threads = [threading.Thread(target=decide, args=(i,)) for i in range(50)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert outcomes.count("applied") == 1
-    assert set(outcomes) - {"applied"} <= {"wrong_step", "conflict", "use_cancel_tool"}
-    final = status_of(service, leave_id)
-    assert balance_of(service, "E002", "事假") == before - (1 if final == "approved" else 0)
-    decisions = [e for e in service.audit_trail(leave_id) if e.from_status == "submitted"]
-    assert [e.to_status for e in decisions] == [final]
-
-
 def test_compare_and_set_refuses_a_stale_status(service):
     from mcp_server.messages import Refusal
     from mcp_server.storage import Leave
