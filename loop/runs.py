@@ -9,6 +9,7 @@ import secrets
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import anyio.to_thread
@@ -259,15 +260,7 @@ class RunManager:
             async with self._slots:
                 self.metrics.in_flight.inc()
                 try:
-                    if run.history is not None:
-                        history = run.history
-                    else:
-                        await self._claim_session(run)
-                        record.session_id = run.session_id
-                        history = await anyio.to_thread.run_sync(
-                            self.store.history, run.session_id, run.user_key
-                        )
-                    await anyio.to_thread.run_sync(self.store.save_run, record)
+                    history = await self._begin(run, record)
                     await run.emit("run.started", {"id": run.id, "session_id": run.session_id})
                     loop = self._streaming_loop if stream else self._loop
                     result = await loop.run(
@@ -297,30 +290,32 @@ class RunManager:
         self.active.pop(run.id, None)
         return final
 
-    async def _claim_session(self, run: ActiveRun) -> None:
-        """The session becomes the run's user's before anything is read or written; another
-        user's session id gets a fresh session instead (ownership is settled by the store,
-        atomically, so two users racing on one new id cannot both have it)."""
-        while not await anyio.to_thread.run_sync(
-            self.store.claim_session, run.session_id, run.user_key
-        ):
-            run.session_id = _new_session_id()
+    async def _begin(self, run: ActiveRun, record: RunRecord) -> list[dict[str, Any]]:
+        """Store the run as started and give its history. The session becomes the run's
+        user's before anything is read or written; another user's session id gets a fresh
+        session instead (ownership is settled by the store, atomically, so two users racing on
+        one new id cannot both have it)."""
+        claim = run.history is None
+        while (
+            stored := await anyio.to_thread.run_sync(
+                partial(self.store.begin_run, record, claim_session=claim)
+            )
+        ) is None:
+            run.session_id = record.session_id = _new_session_id()
+        return run.history if run.history is not None else stored
 
     async def _remember(
         self, run: ActiveRun, record: RunRecord, result: RunResult, history: list[dict[str, Any]]
     ) -> None:
+        """Store the finished run and, for a run of a session, its messages in the session's
+        history: one transaction."""
         self._record(record, result, history)
-        await anyio.to_thread.run_sync(self.store.save_run, record)
-        if run.remember and result.status in (RunStatus.COMPLETED, RunStatus.MAX_TURNS):
-            appended = await anyio.to_thread.run_sync(
-                self.store.append_history,
-                run.session_id,
-                run.user_key,
-                result.messages,
-                self._session_max,
-            )
-            if not appended:  # cannot happen after the claim; never write into another's
-                logger.warning("run %s: session belongs to another user; not remembered", run.id)
+        remember = run.remember and result.status in (RunStatus.COMPLETED, RunStatus.MAX_TURNS)
+        remembered = await anyio.to_thread.run_sync(
+            self.store.finish_run, record, result.messages if remember else None, self._session_max
+        )
+        if not remembered:  # cannot happen after the claim; never write into another's
+            logger.warning("run %s: session belongs to another user; not remembered", run.id)
 
     def _count(self, run: ActiveRun, result: RunResult) -> None:
         metrics = self.metrics
