@@ -8,8 +8,9 @@ started here as real child processes:
   - engine: `AgentLoop` in this process, with the long-lived MCP connection;
   - service: `POST /v1/runs` on `python -m loop` (non-streaming, the run recorded in its store);
   - seed script: the seed article's way, a new MCP connection per run (benchmarks/seed_loop.py);
-- our MCP server (auth, database, metrics) next to a minimal MCP SDK server returning the same
-  `search_leaves` payload (benchmarks/minimal_mcp_server.py), 8 clients calling at once.
+- our MCP server (auth, database, metrics; on its own freshly seeded database, not the loop's,
+  which fills up with the seed task's drafts) next to a minimal MCP SDK server returning the
+  same `search_leaves` payload (benchmarks/minimal_mcp_server.py), 8 clients calling at once.
 
 Figures: runs (calls)/s, latency p50/p99, and CPU ms per run (call) of the process under test:
 this process for the engine and the seed script (whose driver is a few awaits per run), the
@@ -219,14 +220,14 @@ async def search_payload(url: str) -> dict[str, Any]:
 
 
 @contextmanager
-def leave_mcp_server(workdir: Path) -> Iterator[tuple[str, str, ServiceProcess]]:
-    """Our MCP server, seeded: its base URL, database URL and process."""
+def leave_mcp_server(workdir: Path, name: str) -> Iterator[tuple[str, str, ServiceProcess]]:
+    """Our MCP server on a freshly seeded database: its base URL, database URL and process."""
     port = free_port()
-    db_url = f"sqlite:///{workdir / 'leave.db'}"
+    db_url = f"sqlite:///{workdir / f'{name}.db'}"
     seed_database(db_url)
     env = {"MCP_DATABASE_URL": db_url, "MCP_PORT": str(port), "MCP_LOG_LEVEL": "WARNING"}
     base = f"http://127.0.0.1:{port}"
-    with running(["mcp_server"], env, workdir / "mcp.log", f"{base}/readyz") as server:
+    with running(["mcp_server"], env, workdir / f"{name}.log", f"{base}/readyz") as server:
         yield base, db_url, server
 
 
@@ -380,7 +381,13 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         workdir = Path(tmp)
-        mcp, db_url, mcp_process = stack.enter_context(leave_mcp_server(workdir))
+        # the loop's: its database gets the drafts the seed task submits
+        mcp, db_url, _ = stack.enter_context(leave_mcp_server(workdir, "loop-leaves"))
+        # the one next to the minimal server: the demo data only, as a deployment has it
+        # (thousands of drafts of one employee would make its search a table scan)
+        measured_mcp, _, mcp_process = stack.enter_context(
+            leave_mcp_server(workdir, "measured-leaves")
+        )
         sim = stack.enter_context(model_simulator(workdir, profile="instant", log_level="warning"))
         seed_runs = (args.rounds * 2 * args.runs + WARM_RUNS) * 3  # per round: 2 loads, 3 ways
         reasons = make_drafts(db_url, seed_runs)
@@ -396,10 +403,10 @@ def main() -> None:
         service = stack.enter_context(
             running(["loop"], loop_env, workdir / "loop.log", f"{loop_url}/healthz")
         )
-        payload = asyncio.run(search_payload(f"{mcp}/mcp"))
+        payload = asyncio.run(search_payload(f"{measured_mcp}/mcp"))
         minimal_url, minimal_pid = stack.enter_context(minimal_server(workdir, payload))
         servers = [
-            ("ours", f"{mcp}/mcp", mcp_process.process.pid),
+            ("ours", f"{measured_mcp}/mcp", mcp_process.process.pid),
             ("minimal", minimal_url, minimal_pid),
         ]
 
