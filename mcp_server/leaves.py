@@ -160,10 +160,13 @@ class LeaveService:
                 max_words=MAX_KEYWORD_WORDS,
             )
         with self.db.read() as s:
-            actor = self._employee(s, actor_id)
             query = _search_statement(len(words), bool(status))
-            rows = s.execute(query, _search_values(actor.id, words, status)).all()
-            return [self._view(leave, owner, actor) for leave, owner in rows]
+            rows = s.execute(query, _search_values(actor_id, words, status)).all()
+            # A row names the actor as its owner or its owner's manager, so (foreign keys) the
+            # actor exists; only an empty answer needs to look.
+            if not rows:
+                self._employee(s, actor_id)
+            return [self._view(leave, owner, actor_id) for leave, owner in rows]
 
     def balance(self, actor_id: str) -> BalanceResult:
         with self.db.read() as s:
@@ -184,7 +187,7 @@ class LeaveService:
         with self.db.read() as s:
             actor = self._employee(s, actor_id)
             leave, owner = self._visible(s, actor, leave_id)
-            return self._view(leave, owner, actor)
+            return self._view(leave, owner, actor.id)
 
     # -- writes -------------------------------------------------------------------------
 
@@ -247,7 +250,7 @@ class LeaveService:
                 )
             )
             s.flush()
-            return self._view(leave, actor, actor)
+            return self._view(leave, actor, actor.id)
 
     def change_status(self, actor_id: str, leave_id: str, requested: str) -> tuple[str, LeaveView]:
         """Move a leave exactly one step forward; returns the old status and the new view."""
@@ -260,7 +263,7 @@ class LeaveService:
                 if current == LeaveStatus.APPROVED:
                     raise Refusal("use_cancel_tool", leave_id=leave.id, current=current)
                 raise Refusal("invalid_status", requested=requested)
-            allowed = self._next_steps(leave, owner, actor)
+            allowed = self._next_steps(leave, owner, actor.id)
             if requested not in allowed:
                 self._refuse_step(leave, owner, actor, requested, allowed)
             if requested == LeaveStatus.APPROVED:
@@ -277,7 +280,7 @@ class LeaveService:
                     "applied",
                 )
             )
-            return current, self._view(leave, owner, actor)
+            return current, self._view(leave, owner, actor.id)
 
     def check_cancellable(self, actor_id: str, leave_id: str) -> LeaveView:
         """Raises unless the actor may cancel this approved leave (run before asking the human)."""
@@ -285,7 +288,7 @@ class LeaveService:
             actor = self._employee(s, actor_id)
             leave, owner = self._visible(s, actor, leave_id)
             self._require_cancellable(leave, actor)
-            return self._view(leave, owner, actor)
+            return self._view(leave, owner, actor.id)
 
     def cancel_approved(self, actor_id: str, leave_id: str) -> LeaveView:
         """approved → cancelled, restoring the balance. Call only after an accepted confirmation."""
@@ -320,7 +323,7 @@ class LeaveService:
                     "applied",
                 )
             )
-            return self._view(leave, owner, actor)
+            return self._view(leave, owner, actor.id)
 
     def record_not_applied(self, actor_id: str, leave_id: str, confirmation: str) -> None:
         """Audit an answered confirmation that changed nothing (declined, cancelled, or accepted
@@ -416,15 +419,15 @@ class LeaveService:
         return leave, owner
 
     @staticmethod
-    def _next_steps(leave: Leave, owner: Employee, actor: Employee) -> list[str]:
+    def _next_steps(leave: Leave, owner: Employee, actor_id: str) -> list[str]:
         """The one-step moves this actor may make: the owner submits, the manager decides."""
         status = leave.status
-        if status == LeaveStatus.DRAFT and actor.id == owner.id:
+        if status == LeaveStatus.DRAFT and actor_id == owner.id:
             return list(NEXT_STATUSES[LeaveStatus.DRAFT])
         if (
             status == LeaveStatus.SUBMITTED
-            and actor.id == owner.manager_id
-            and actor.id != owner.id
+            and actor_id == owner.manager_id
+            and actor_id != owner.id
         ):
             return list(NEXT_STATUSES[LeaveStatus.SUBMITTED])
         return []
@@ -519,7 +522,7 @@ class LeaveService:
             outcome=outcome,
         )
 
-    def _view(self, leave: Leave, owner: Employee, actor: Employee) -> LeaveView:
+    def _view(self, leave: Leave, owner: Employee, actor_id: str) -> LeaveView:
         return LeaveView(
             leave_id=leave.id,
             employee_id=owner.id,
@@ -531,7 +534,7 @@ class LeaveService:
             hours=leave.days * HOURS_PER_DAY,
             status=leave.status,
             reason=leave.reason,
-            next_steps=self._next_steps(leave, owner, actor),
+            next_steps=self._next_steps(leave, owner, actor_id),
         )
 
 

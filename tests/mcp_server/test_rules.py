@@ -485,3 +485,9 @@ def test_search_matches_wildcards_and_the_escape_character_literally_in_every_wo
     assert [v.leave_id for v in service.search("E001", "上午", "draft")] == [created.leave_id]
     assert service.search("E001", "上午", "approved") == []
     assert service.search("E001", "5_%", None) == []  # "_" is not "any one character"
+
+
+def test_a_search_by_an_employee_who_does_not_exist_is_an_error_not_an_empty_list(service):
+    with pytest.raises(LookupError):
+        service.search("E404", "", None)
+    assert service.search("E001", "沒有這種假", None) == []  # an existing one: just nothing
