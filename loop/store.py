@@ -122,6 +122,9 @@ UPDATE_RUNNING_STEPS = (
 SELECT_SESSION = select(SESSIONS.c.user_key, SESSIONS.c.messages).where(
     SESSIONS.c.id == bindparam("session_id")
 )
+# Read-modify-write of a session's history: the row lock queues concurrent appends where the
+# database does not (PostgreSQL; SQLite's writers already queue, and it leaves FOR UPDATE out).
+SELECT_SESSION_FOR_UPDATE = SELECT_SESSION.with_for_update()
 INSERT_SESSION = insert(SESSIONS)
 UPDATE_SESSION = update(SESSIONS).where(SESSIONS.c.id == bindparam("session_id"))
 
@@ -163,7 +166,7 @@ def _append(
     limit: int,
 ) -> bool:
     """Append to the user's own session (made if missing); False for anyone else's."""
-    row = connection.execute(SELECT_SESSION, {"session_id": session_id}).first()
+    row = connection.execute(SELECT_SESSION_FOR_UPDATE, {"session_id": session_id}).first()
     if row is None:
         connection.execute(
             INSERT_SESSION,
