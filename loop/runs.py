@@ -208,11 +208,11 @@ class RunManager:
         self._session_max = session_max_messages
         self._trace_model_name = trace_model_name  # set: log each finished run's spans
         self.active: dict[str, ActiveRun] = {}
-        # The runs' writes go to the store one at a time, on a thread of their own: waiting
-        # in its queue costs nothing, while writers racing for SQLite's lock sleep in its busy
-        # handler (1 to 100 ms a try), which made the service's p99 at concurrency 8 the
-        # worst of all; and handing work to one plain executor thread costs less CPU than
-        # anyio's worker threads.
+        # The runs' writes go to the store one at a time, on a thread of their own: a write
+        # waiting in its queue starts the moment the one before it ends, while writers racing
+        # for SQLite's lock sleep in its busy handler (1 to 100 ms a try) and the runs behind
+        # them wait that long; and one plain executor thread costs less CPU to hand work to
+        # than anyio's worker threads.
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="run-store")
 
     async def _write(self, write: Callable[[], T]) -> T:
