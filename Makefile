@@ -66,6 +66,12 @@ mcp-server: $(SYNCED) ## seed the demo database and serve the MCP server on :809
 	$(PY) -m mcp_server seed
 	$(PY) -m mcp_server
 
+# `make bench BENCH_ARGS="--rounds 7 --runs 80"`: flags of benchmarks/overhead.py.
+BENCH_ARGS ?=
+.PHONY: bench
+bench: $(SYNCED) ## loop (engine, service, seed script) and MCP server (ours, minimal) overhead side by side
+	$(PY) benchmarks/overhead.py $(BENCH_ARGS)
+
 .PHONY: bench-mcp
 bench-mcp: $(SYNCED) ## benchmark MCP tool-call round trips (prints p50/p99, calls/s)
 	$(PY) benchmarks/mcp_roundtrip.py

@@ -69,6 +69,7 @@ def create_app(settings: LoopSettings | None = None, store: RunStore | None = No
             yield
         finally:
             await _stop_runs(manager)
+            manager.close()
             await pool.close()
             await model.close()
             await app.state.probe.aclose()

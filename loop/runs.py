@@ -8,8 +8,10 @@ import logging
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 import anyio.to_thread
 from mcp.types import ElicitResult
@@ -34,6 +36,7 @@ from .store import RunRecord, RunStore
 from .tracing import log_run
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 CONFIRM_MODES = ("ask", "accept", "decline")
 # A cancelled run first lets the MCP server hear "cancel" for its open questions (so the server
 # audits them); a tool call that does not come back within this long is cut off regardless.
@@ -205,6 +208,19 @@ class RunManager:
         self._session_max = session_max_messages
         self._trace_model_name = trace_model_name  # set: log each finished run's spans
         self.active: dict[str, ActiveRun] = {}
+        # The runs' writes go to the store one at a time, on a thread of their own: a write
+        # waiting in its queue starts the moment the one before it ends, while writers racing
+        # for SQLite's lock sleep in its busy handler (1 to 100 ms a try) and the runs behind
+        # them wait that long; and one plain executor thread costs less CPU to hand work to
+        # than anyio's worker threads.
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="run-store")
+
+    async def _write(self, write: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._writer, write)
+
+    def close(self) -> None:
+        """Wait for the writes already handed over (call before disposing of the store)."""
+        self._writer.shutdown(wait=True)
 
     async def authenticate(self, token: str) -> str:
         """The user key for a token the MCP server accepts (raises McpUnauthorized)."""
@@ -259,15 +275,7 @@ class RunManager:
             async with self._slots:
                 self.metrics.in_flight.inc()
                 try:
-                    if run.history is not None:
-                        history = run.history
-                    else:
-                        await self._claim_session(run)
-                        record.session_id = run.session_id
-                        history = await anyio.to_thread.run_sync(
-                            self.store.history, run.session_id, run.user_key
-                        )
-                    await anyio.to_thread.run_sync(self.store.save_run, record)
+                    history = await self._begin(run, record)
                     await run.emit("run.started", {"id": run.id, "session_id": run.session_id})
                     loop = self._streaming_loop if stream else self._loop
                     result = await loop.run(
@@ -297,30 +305,35 @@ class RunManager:
         self.active.pop(run.id, None)
         return final
 
-    async def _claim_session(self, run: ActiveRun) -> None:
-        """The session becomes the run's user's before anything is read or written; another
-        user's session id gets a fresh session instead (ownership is settled by the store,
-        atomically, so two users racing on one new id cannot both have it)."""
-        while not await anyio.to_thread.run_sync(
-            self.store.claim_session, run.session_id, run.user_key
-        ):
-            run.session_id = _new_session_id()
+    async def _begin(self, run: ActiveRun, record: RunRecord) -> list[dict[str, Any]]:
+        """Store the run as started and give its history. The session becomes the run's
+        user's before anything is read or written; another user's session id gets a fresh
+        session instead (ownership is settled by the store, atomically, so two users racing on
+        one new id cannot both have it)."""
+        claim = run.history is None
+        while (
+            stored := await self._write(partial(self.store.begin_run, record, claim_session=claim))
+        ) is None:
+            run.session_id = record.session_id = _new_session_id()
+        return run.history if run.history is not None else stored
 
     async def _remember(
         self, run: ActiveRun, record: RunRecord, result: RunResult, history: list[dict[str, Any]]
     ) -> None:
+        """Store the finished run and, for a run of a session, its messages in the session's
+        history: one transaction."""
         self._record(record, result, history)
-        await anyio.to_thread.run_sync(self.store.save_run, record)
-        if run.remember and result.status in (RunStatus.COMPLETED, RunStatus.MAX_TURNS):
-            appended = await anyio.to_thread.run_sync(
-                self.store.append_history,
-                run.session_id,
-                run.user_key,
-                result.messages,
+        remember = run.remember and result.status in (RunStatus.COMPLETED, RunStatus.MAX_TURNS)
+        remembered = await self._write(
+            partial(
+                self.store.finish_run,
+                record,
+                result.messages if remember else None,
                 self._session_max,
             )
-            if not appended:  # cannot happen after the claim; never write into another's
-                logger.warning("run %s: session belongs to another user; not remembered", run.id)
+        )
+        if not remembered:  # cannot happen after the claim; never write into another's
+            logger.warning("run %s: session belongs to another user; not remembered", run.id)
 
     def _count(self, run: ActiveRun, result: RunResult) -> None:
         metrics = self.metrics
@@ -337,7 +350,7 @@ class RunManager:
         async def checkpoint(snapshot: Callable[[], list[dict[str, Any]]]) -> None:
             async with saving:
                 try:
-                    await anyio.to_thread.run_sync(self.store.save_steps, run.id, snapshot())
+                    await self._write(partial(self.store.save_steps, run.id, snapshot()))
                 except Exception as error:  # a missed checkpoint must not fail the run
                     logger.warning("run %s: steps not saved: %s", run.id, type(error).__name__)
 

@@ -9,9 +9,21 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import JSON, DateTime, Integer, String, Text, select
+from sqlalchemy import (
+    JSON,
+    Connection,
+    DateTime,
+    Integer,
+    String,
+    Table,
+    Text,
+    bindparam,
+    insert,
+    select,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
@@ -80,15 +92,113 @@ def bounded_history(messages: list[dict[str, Any]], limit: int) -> list[dict[str
     return []
 
 
+RUNS = cast(Table, RunRecord.__table__)
+SESSIONS = cast(Table, SessionRecord.__table__)
+# What a finished run adds to its record (the rest is written when it starts).
+FINISHED_COLUMNS = (
+    "status",
+    "answer",
+    "reason",
+    "result",
+    "steps",
+    "messages",
+    "tools",
+    "history",
+    "prompt_tokens",
+    "completion_tokens",
+    "turns",
+    "tool_errors",
+    "finished_at",
+)
+# A run's own writes, built once: building a statement cost more CPU than running it. The
+# columns an insert or update sets are the keys of the parameters it is executed with.
+INSERT_RUN = insert(RUNS)
+UPDATE_RUN = update(RUNS).where(RUNS.c.id == bindparam("run_id"))
+UPDATE_RUNNING_STEPS = (
+    update(RUNS)
+    .where(RUNS.c.id == bindparam("run_id"), RUNS.c.status == "running")
+    .values(steps=bindparam("steps"))
+)
+SELECT_SESSION = select(SESSIONS.c.user_key, SESSIONS.c.messages).where(
+    SESSIONS.c.id == bindparam("session_id")
+)
+# Read-modify-write of a session's history: the row lock queues concurrent appends where the
+# database does not (PostgreSQL; SQLite's writers already queue, and it leaves FOR UPDATE out).
+SELECT_SESSION_FOR_UPDATE = SELECT_SESSION.with_for_update()
+INSERT_SESSION = insert(SESSIONS)
+UPDATE_SESSION = update(SESSIONS).where(SESSIONS.c.id == bindparam("session_id"))
+
+
+def _started_columns(record: RunRecord) -> dict[str, Any]:
+    """The record's values that are set (the table's defaults fill in the rest)."""
+    return {
+        column.key: value
+        for column in RUNS.columns
+        if (value := getattr(record, column.key)) is not None
+    }
+
+
+def _finished_columns(record: RunRecord) -> dict[str, Any]:
+    """What the finished run sets (unset ones keep what the start stored)."""
+    return {
+        name: value for name in FINISHED_COLUMNS if (value := getattr(record, name)) is not None
+    }
+
+
+def _claim(connection: Connection, session_id: str, user_key: str) -> list[dict[str, Any]] | None:
+    """The session's history, the session made the user's if it is nobody's yet; None when it
+    is another user's."""
+    row = connection.execute(SELECT_SESSION, {"session_id": session_id}).first()
+    if row is None:
+        connection.execute(
+            INSERT_SESSION,
+            {"id": session_id, "user_key": user_key, "messages": [], "updated_at": utcnow()},
+        )
+        return []
+    return list(row.messages) if row.user_key == user_key else None
+
+
+def _append(
+    connection: Connection,
+    session_id: str,
+    user_key: str,
+    messages: list[dict[str, Any]],
+    limit: int,
+) -> bool:
+    """Append to the user's own session (made if missing); False for anyone else's."""
+    row = connection.execute(SELECT_SESSION_FOR_UPDATE, {"session_id": session_id}).first()
+    if row is None:
+        connection.execute(
+            INSERT_SESSION,
+            {
+                "id": session_id,
+                "user_key": user_key,
+                "messages": bounded_history(messages, limit),
+                "updated_at": utcnow(),
+            },
+        )
+        return True
+    if row.user_key != user_key:
+        return False
+    connection.execute(
+        UPDATE_SESSION,
+        {
+            "session_id": session_id,
+            "messages": bounded_history([*row.messages, *messages], limit),
+            "updated_at": utcnow(),
+        },
+    )
+    return True
+
+
 class RunStore:
     def __init__(self, url: str) -> None:
         self.engine = create_engine_for(url)
         Base.metadata.create_all(self.engine)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         # Writers read then write: take SQLite's write lock up front (see common.sqlite).
-        self._writers = sessionmaker(
-            self.engine.execution_options(sqlite_begin="IMMEDIATE"), expire_on_commit=False
-        )
+        self._write_engine = self.engine.execution_options(sqlite_begin="IMMEDIATE")
+        self._writers = sessionmaker(self._write_engine, expire_on_commit=False)
 
     def _session(self) -> Session:
         return self._sessions()
@@ -116,6 +226,47 @@ class RunStore:
         with self._writer() as s, s.begin():
             s.merge(record)
 
+    # A run is written three ways per run at most (started, around each write, finished), so
+    # those statements are plain Core: the ORM's unit of work cost as much CPU as the database.
+
+    def begin_run(self, record: RunRecord, *, claim_session: bool) -> list[dict[str, Any]] | None:
+        """Store a run as started, in one transaction. With `claim_session` its session becomes
+        the run's user's first (see claim_session) and the session's history is returned;
+        None, and nothing written, when the session is another user's."""
+        for attempt in range(2):
+            try:
+                with self._write_engine.begin() as connection:
+                    history: list[dict[str, Any]] = []
+                    if claim_session:
+                        owned = _claim(connection, record.session_id, record.user_key)
+                        if owned is None:
+                            return None
+                        history = owned
+                    connection.execute(INSERT_RUN, _started_columns(record))
+                    return history
+            except IntegrityError:  # a concurrent writer created the session first
+                # (databases without SQLite's up-front write lock): whoever won owns it
+                if not claim_session or attempt == 1:
+                    raise
+                if self.session_owner(record.session_id) != record.user_key:
+                    return None
+        raise AssertionError("unreachable")
+
+    def finish_run(
+        self, record: RunRecord, remember: list[dict[str, Any]] | None, limit: int
+    ) -> bool:
+        """Store a finished run and, given `remember` (its messages), append them to its
+        session's history, in one transaction. False when the session is another user's: the
+        run is stored, the history is not touched."""
+        with self._write_engine.begin() as connection:
+            finished = _finished_columns(record)
+            updated = connection.execute(UPDATE_RUN, {"run_id": record.id, **finished})
+            if updated.rowcount == 0:  # its start was never stored (the store failed then)
+                connection.execute(INSERT_RUN, {**_started_columns(record), **finished})
+            if remember is None:
+                return True
+            return _append(connection, record.session_id, record.user_key, remember, limit)
+
     def get_run(self, run_id: str, user_key: str) -> RunRecord | None:
         with self._session() as s:
             record = s.get(RunRecord, run_id)
@@ -137,12 +288,8 @@ class RunStore:
         """Make the session the user's if it is nobody's yet, in one transaction; True when it
         is (now) the user's. The first user of a session id owns it for good."""
         try:
-            with self._writer() as s, s.begin():
-                record = s.get(SessionRecord, session_id)
-                if record is None:
-                    s.add(SessionRecord(id=session_id, user_key=user_key, messages=[]))
-                    return True
-                return record.user_key == user_key
+            with self._write_engine.begin() as connection:
+                return _claim(connection, session_id, user_key) is not None
         except IntegrityError:  # a concurrent writer created it first (databases without
             # SQLite's up-front write lock): whoever won owns it
             return self.session_owner(session_id) == user_key
@@ -151,25 +298,13 @@ class RunStore:
         self, session_id: str, user_key: str, messages: list[dict[str, Any]], limit: int
     ) -> bool:
         """Append to the user's own session; False (and nothing written) for anyone else's."""
-        with self._writer() as s, s.begin():
-            # Read-modify-write: the row lock queues concurrent appends where the database
-            # does not (PostgreSQL; SQLite's writers already queue).
-            record = s.get(SessionRecord, session_id, with_for_update=True)
-            if record is None:
-                record = SessionRecord(id=session_id, user_key=user_key, messages=[])
-                s.add(record)
-            elif record.user_key != user_key:
-                return False
-            record.messages = bounded_history([*record.messages, *messages], limit)
-            record.updated_at = utcnow()
-            return True
+        with self._write_engine.begin() as connection:
+            return _append(connection, session_id, user_key, messages, limit)
 
     def save_steps(self, run_id: str, steps: list[dict[str, Any]]) -> None:
         """The steps so far of a run that is still running (a late save changes nothing)."""
-        with self._writer() as s, s.begin():
-            record = s.get(RunRecord, run_id)
-            if record is not None and record.status == "running":
-                record.steps = steps
+        with self._write_engine.begin() as connection:
+            connection.execute(UPDATE_RUNNING_STEPS, {"run_id": run_id, "steps": steps})
 
     def mark_interrupted(self) -> int:
         """Runs left "running" by a process that died: failed, and any tool call that had

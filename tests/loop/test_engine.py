@@ -355,3 +355,65 @@ async def test_a_write_that_times_out_is_checked_before_anything_is_claimed(now,
         assert "無法確認" in result.answer and "沒有完成" not in result.answer
         assert len(model.seen) == 1
     assert_every_call_answered_once(result.messages)
+
+
+async def test_every_write_is_saved_as_it_starts_and_as_it_ends_reads_with_the_next_save():
+    model = ScriptedModel(
+        calls(call("search_leaves", {"keyword": "家庭旅遊"})),
+        calls(call("update_leave_status", {"leave_id": "LV-1", "status": "submitted"})),
+        text("已將 LV-1 送出審核。"),
+    )
+    tools = FakeTools(
+        {"search_leaves": lambda a: "[LV-1]", "update_leave_status": lambda a: "submitted"},
+        read_only=["search_leaves"],
+    )
+    saves: list[list[dict[str, Any]]] = []
+
+    async def checkpoint(snapshot):
+        saves.append(snapshot())
+
+    result = await AgentLoop(model).run("送出", tools, checkpoint=checkpoint)
+    assert result.status == "completed"
+    # the write's start: the read before it is in, finished; the write is in progress
+    before, after = saves
+    assert [(s["name"], s["error"]) for s in before if s["type"] == "tool"] == [
+        ("search_leaves", None),
+        ("update_leave_status", "in_progress"),
+    ]
+    assert before[-1]["arguments"] == {"leave_id": "LV-1", "status": "submitted"}
+    # the write's end: its result is saved before the model is asked again
+    assert [(s["name"], s["error"], s["result"]) for s in after if s["type"] == "tool"] == [
+        ("search_leaves", None, "[LV-1]"),
+        ("update_leave_status", None, "submitted"),
+    ]
+
+
+async def test_a_call_that_is_not_made_or_only_reads_is_not_saved_on_its_own():
+    model = ScriptedModel(
+        calls(call("search_leaves", {"keyword": "x"}), call("nope", {}), call("bad", "{oops")),
+        text("沒有找到。"),
+    )
+    tools = FakeTools(
+        {"search_leaves": lambda a: "[]", "bad": lambda a: "x"}, read_only=["search_leaves"]
+    )
+    saves: list[Any] = []
+
+    async def checkpoint(snapshot):
+        saves.append(snapshot())
+
+    result = await AgentLoop(model).run("查", tools, checkpoint=checkpoint)
+    assert result.status == "completed" and saves == []
+    assert len([s for s in result.steps if s.type == "tool"]) == 3  # all in the record
+
+
+def test_a_step_as_a_dict_has_every_field_and_later_changes_do_not_reach_it():
+    import dataclasses
+
+    from loop.engine import Step
+
+    step = Step("tool", "search_leaves", "2026-01-01T00:00:00+00:00", arguments={"k": "v"})
+    step.result = {"count": 1, "leaves": [{"leave_id": "LV-1"}]}
+    record = step.to_dict()
+    assert record == dataclasses.asdict(step)
+    step.error, step.duration_ms = "tool_error", 3.5
+    assert record["error"] is None and record["duration_ms"] == 0.0

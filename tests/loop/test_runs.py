@@ -53,7 +53,7 @@ async def test_a_store_failure_still_ends_the_run_and_its_stream(
     def broken(*_args, **_kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(store, "history", broken)
+    monkeypatch.setattr(store, "begin_run", broken)
     runs = manager(store)
     run = await runs.start("token", "查一下", session_id=None, confirm="decline", stream=True)
     events = [kind async for kind, _ in runs.events(run)]
@@ -146,3 +146,130 @@ def test_a_session_is_never_written_by_another_user(tmp_path, new_database_url):
     assert not store.claim_session("s", "bob")
     assert not store.append_history("s", "bob", [{"role": "user", "content": "bob"}], 10)
     assert store.history("s", "alice") == [] and store.session_owner("s") == "alice"
+
+
+class WriteThenHangModel:
+    """Searches, submits, then never answers (the service dies while it waits)."""
+
+    def __init__(self) -> None:
+        self.asked_after_the_write = asyncio.Event()
+        self.turn = 0
+
+    async def complete(self, messages, tools, on_text=None) -> ModelReply:
+        self.turn += 1
+        if self.turn == 1:
+            return _calls("c1", "search_leaves", {"keyword": "家庭旅遊"})
+        if self.turn == 2:
+            return _calls("c2", "update_leave_status", {"leave_id": "LV-1", "status": "submitted"})
+        self.asked_after_the_write.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+def _calls(call_id: str, name: str, arguments: dict[str, Any]) -> ModelReply:
+    import json
+
+    call = {"id": call_id, "type": "function", "function": {"name": name}}
+    call["function"]["arguments"] = json.dumps(arguments)
+    return ModelReply(
+        {"role": "assistant", "content": "", "tool_calls": [call]}, "tool_calls", 5, 2
+    )
+
+
+class LeaveConnection(FakeConnection):
+    async def tools(self) -> list[ToolInfo]:
+        return [
+            ToolInfo("search_leaves", "search", {"type": "object"}, read_only=True),
+            ToolInfo("update_leave_status", "update", {"type": "object"}),
+        ]
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+        if name == "search_leaves":
+            return ToolResult('{"count": 1}', False, {"count": 1})
+        return ToolResult('{"to_status": "submitted"}', False, {"to_status": "submitted"})
+
+
+class LeavePool:
+    async def connection(self, token: str) -> LeaveConnection:
+        return LeaveConnection()
+
+
+async def test_an_applied_write_is_in_the_record_before_the_run_goes_on(tmp_path):
+    """A service that dies after a write was applied keeps that write, with its result."""
+    store = RunStore(f"sqlite:///{tmp_path / 'loop.db'}")
+    model = WriteThenHangModel()
+    runs = RunManager(
+        pool=LeavePool(),  # type: ignore[arg-type]
+        model=model,
+        streaming_model=model,
+        config=LoopConfig(),
+        store=store,
+        metrics=LoopMetrics(),
+        max_concurrent_runs=4,
+        session_max_messages=10,
+    )
+    run = await runs.start("token", "送出", session_id=None, confirm="decline", stream=False)
+    await asyncio.wait_for(model.asked_after_the_write.wait(), 5)
+    # what a crash now would leave: a fresh store on the same database, as after a restart
+    restarted = RunStore(f"sqlite:///{tmp_path / 'loop.db'}")
+    assert manager(restarted).mark_interrupted() == 1
+    record = restarted.get_run(run.id, run.user_key)
+    tool_steps = [(s["name"], s["error"], s["result"]) for s in record.steps if s["type"] == "tool"]
+    assert tool_steps == [
+        ("search_leaves", None, {"count": 1}),
+        ("update_leave_status", None, {"to_status": "submitted"}),
+    ]
+    assert record.status == "failed" and "outcome is unknown" not in record.reason
+    run.task.cancel()
+    await asyncio.gather(run.task, return_exceptions=True)
+    restarted.dispose()
+    store.dispose()
+
+
+async def test_a_finished_run_is_stored_whole_with_its_session_in_one_go(tmp_path):
+    store = RunStore(f"sqlite:///{tmp_path / 'loop.db'}")
+    runs = manager(store)
+    run = await runs.start("token", "查一下", session_id="s1", confirm="decline", stream=False)
+    final = await run.task
+    record = store.get_run(run.id, run.user_key)
+    assert record.status == "completed" and record.finished_at is not None
+    assert record.answer == final["answer"] == "好的。"
+    assert record.steps == final["steps"] and record.turns == 1 and record.prompt_tokens == 5
+    assert record.messages == [
+        {"role": "user", "content": "查一下"},
+        {"role": "assistant", "content": "好的。"},
+    ]
+    assert store.history("s1", run.user_key) == record.messages
+
+
+def test_a_run_in_another_users_session_is_stored_without_touching_that_session(tmp_path):
+    store = RunStore(f"sqlite:///{tmp_path / 'loop.db'}")
+    assert store.claim_session("theirs", "alice")
+    mine = RunRecord(id="r1", user_key="bob", session_id="theirs", status="running", input="hi")
+    assert store.begin_run(mine, claim_session=True) is None
+    assert store.get_run("r1", "bob") is None  # nothing written
+    mine.session_id = "mine"
+    assert store.begin_run(mine, claim_session=True) == []
+    mine.status, mine.session_id = "completed", "theirs"
+    assert not store.finish_run(mine, [{"role": "user", "content": "hi"}], 10)
+    assert store.get_run("r1", "bob").status == "completed"
+    assert store.history("theirs", "alice") == []
+
+
+def test_a_run_whose_start_was_never_stored_is_stored_when_it_finishes(tmp_path):
+    store = RunStore(f"sqlite:///{tmp_path / 'loop.db'}")
+    record = RunRecord(id="r2", user_key="k", session_id="s", status="failed", input="hi")
+    assert store.finish_run(record, None, 10)
+    assert store.get_run("r2", "k").status == "failed"
+
+
+def test_a_late_step_save_does_not_overwrite_a_finished_run(tmp_path):
+    store = RunStore(f"sqlite:///{tmp_path / 'loop.db'}")
+    record = RunRecord(id="r3", user_key="k", session_id="s", status="running", input="hi")
+    store.begin_run(record, claim_session=False)
+    store.save_steps("r3", [{"name": "early"}])
+    assert store.get_run("r3", "k").steps == [{"name": "early"}]
+    record.status, record.steps = "completed", [{"name": "early"}, {"name": "last"}]
+    store.finish_run(record, None, 10)
+    store.save_steps("r3", [{"name": "late"}])
+    assert store.get_run("r3", "k").steps == [{"name": "early"}, {"name": "last"}]

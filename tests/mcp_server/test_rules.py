@@ -440,3 +440,23 @@ async def test_search_treats_like_wildcards_as_characters(connect):
         assert await find(client, "%") == []
         assert await find(client, "_") == []
         assert len(await find(client, "")) == 4
+
+
+def test_search_matches_wildcards_and_the_escape_character_literally_in_every_word(service):
+    """Search words are bound, escaped values: "%", "_" and "/" match only themselves, and
+    a query of several words (with a type alias among them) keeps every word's own value."""
+    created = service.create("E001", "病假", "2041-03-05", "2041-03-05", "看診 50%/半天_上午")
+    assert [v.leave_id for v in service.search("E001", "50%/半天_", None)] == [created.leave_id]
+    assert [v.leave_id for v in service.search("E001", "/ sick 2041-03", None)] == [
+        created.leave_id
+    ]
+    assert service.search("E001", "50%/半天_ annual", None) == []  # 病假 is not 特休
+    assert [v.leave_id for v in service.search("E001", "上午", "draft")] == [created.leave_id]
+    assert service.search("E001", "上午", "approved") == []
+    assert service.search("E001", "5_%", None) == []  # "_" is not "any one character"
+
+
+def test_a_search_by_an_employee_who_does_not_exist_is_an_error_not_an_empty_list(service):
+    with pytest.raises(LookupError):
+        service.search("E404", "", None)
+    assert service.search("E001", "沒有這種假", None) == []  # an existing one: just nothing

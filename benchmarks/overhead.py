@@ -1,0 +1,424 @@
+"""What the loop and the MCP server cost per run and per call, next to their floors.
+
+One run prints, side by side, on the same simulator (`instant` profile) and MCP server, all
+started here as real child processes:
+
+- the loop, three ways, on two tasks (read: search then answer, 2 turns; seed: search, submit
+  the draft, answer, 3 turns) at concurrency 1 and 8:
+  - engine: `AgentLoop` in this process, with the long-lived MCP connection;
+  - service: `POST /v1/runs` on `python -m loop` (non-streaming, the run recorded in its store);
+  - seed script: the seed article's way, a new MCP connection per run (benchmarks/seed_loop.py);
+- our MCP server (auth, database, metrics; on its own freshly seeded database, not the loop's,
+  which fills up with the seed task's drafts) next to a minimal MCP SDK server returning the
+  same `search_leaves` payload (benchmarks/minimal_mcp_server.py), 8 clients calling at once.
+
+Figures: runs (calls)/s, latency p50/p99, and CPU ms per run (call) of the process under test:
+this process for the engine and the seed script (whose driver is a few awaits per run), the
+service's or server's own process (/proc/<pid>/stat) otherwise. Cells are measured in rounds,
+interleaved (each round measures every cell once, the order rotated round to round), so a
+noisy neighbour hits all of them alike; each figure is the median over the rounds with its
+range, and the ratios are medians of the per-round ratios.
+
+    python benchmarks/overhead.py --rounds 5 --runs 60
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import AsyncExitStack, ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import openai
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))
+
+from benchmarks.loop_overhead import make_drafts  # noqa: E402
+from benchmarks.seed_loop import seed_loop  # noqa: E402
+from loop.engine import AgentLoop, RunStatus, ToolInfo, ToolResult  # noqa: E402
+from loop.mcp_pool import McpPool  # noqa: E402
+from loop.model import OpenAIChatModel  # noqa: E402
+from stack.processes import (  # noqa: E402
+    ServiceProcess,
+    free_port,
+    model_simulator,
+    running,
+    seed_database,
+)
+
+TOKEN = "demo-token-employee"
+READ_REQUEST = "查一下我那張家庭旅遊的假"
+SEARCH_ARGUMENTS = {"keyword": "家庭旅遊"}
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+MCP_CLIENTS = 8
+WARM_RUNS = 2  # per task and way, before the first round
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process so far (all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
+
+
+@dataclass
+class Measured:
+    rate: float  # runs or calls per second
+    p50_ms: float
+    p99_ms: float
+    cpu_ms: float  # per run or call, of the process under test
+
+
+def percentile(ordered: Sequence[float], share: float) -> float:
+    return ordered[min(int(len(ordered) * share), len(ordered) - 1)]
+
+
+async def measure(
+    requests: list[Any],
+    concurrency: int,
+    one: Callable[[Any], Awaitable[None]],
+    cpu: Callable[[], float],
+) -> Measured:
+    """`one(request)` for every request, `concurrency` at a time."""
+    queue = list(requests)
+    latencies: list[float] = []
+
+    async def worker() -> None:
+        while queue:
+            request = queue.pop()
+            started = time.perf_counter()
+            await one(request)
+            latencies.append(time.perf_counter() - started)
+
+    cpu_before, started = cpu(), time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    elapsed, cpu_used = time.perf_counter() - started, cpu() - cpu_before
+    latencies.sort()
+    return Measured(
+        rate=len(requests) / elapsed,
+        p50_ms=statistics.median(latencies) * 1000,
+        p99_ms=percentile(latencies, 0.99) * 1000,
+        cpu_ms=cpu_used * 1000 / len(requests),
+    )
+
+
+# -- the loop, three ways ------------------------------------------------------------------
+
+
+class PoolTools:
+    """The engine's tools: the user's long-lived connection from the loop's pool."""
+
+    def __init__(self, pool: McpPool) -> None:
+        self.pool = pool
+
+    async def list(self) -> list[ToolInfo]:
+        return await (await self.pool.connection(TOKEN)).tools()
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+        return await (await self.pool.connection(TOKEN)).call(name, arguments)
+
+
+def submit_request(reason: str) -> str:
+    return f"把我那張{reason}的特休送出審核"
+
+
+class LoopWays:
+    """One run of a task, each way; each checks that the run did what the task asks."""
+
+    def __init__(self, mcp_url: str, model_url: str, service_url: str, service_pid: int) -> None:
+        self.mcp_url = mcp_url
+        self.service_url = service_url
+        self.service_pid = service_pid
+        self.pool = McpPool(mcp_url)
+        self.tools = PoolTools(self.pool)
+        self.model = OpenAIChatModel(base_url=model_url, model="leave-copilot", api_key="unused")
+        self.engine = AgentLoop(self.model)
+        self.seed_client = openai.AsyncOpenAI(base_url=model_url, api_key="u", max_retries=0)
+        self.http = httpx2.AsyncClient(
+            base_url=service_url,
+            headers={"Authorization": f"Bearer {TOKEN}"},
+            timeout=60,
+            limits=httpx2.Limits(max_connections=64, max_keepalive_connections=64),
+        )
+
+    async def engine_run(self, request: str) -> None:
+        result = await self.engine.run(request, self.tools)
+        expect(result.status == RunStatus.COMPLETED, result.answer)
+
+    async def service_run(self, request: str) -> None:
+        response = await self.http.post("/v1/runs", json={"input": request})
+        body = response.json()
+        expect(response.status_code == 200 and body["status"] == "completed", response.text)
+
+    async def seed_script_run(self, request: str) -> None:
+        run = await seed_loop(self.mcp_url, TOKEN, self.seed_client, request)
+        expect(len(run.steps) >= 1 and not run.steps[-1][2].startswith("["), run.answer)
+
+    async def http_round_trip(self, _request: object) -> None:
+        (await self.http.get("/healthz")).raise_for_status()
+
+    async def close(self) -> None:
+        await self.pool.close()
+        await self.model.close()
+        await self.seed_client.close()
+        await self.http.aclose()
+
+
+def expect(condition: bool, detail: str) -> None:
+    if not condition:
+        raise RuntimeError(f"a benchmark run did not do its task: {detail[:300]}")
+
+
+# -- the MCP servers -----------------------------------------------------------------------
+
+
+async def mcp_calls(url: str, calls: int, pid: int) -> Measured:
+    """`calls` search_leaves calls from MCP_CLIENTS clients (modern era, as the loop calls)."""
+    async with AsyncExitStack() as stack:
+        free = asyncio.Queue[Client]()
+        for _ in range(MCP_CLIENTS):
+            http = await stack.enter_async_context(
+                httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"})
+            )
+            client = Client(streamable_http_client(url, http_client=http))
+            free.put_nowait(await stack.enter_async_context(client))
+
+        async def one(_request: object) -> None:
+            client = await free.get()
+            try:
+                result = await client.call_tool("search_leaves", SEARCH_ARGUMENTS)
+                expect(not result.is_error, str(result.content))
+            finally:
+                free.put_nowait(client)
+
+        for _ in range(MCP_CLIENTS):  # every client warm before the clock starts
+            await one(None)
+        return await measure([None] * calls, MCP_CLIENTS, one, lambda: process_cpu_seconds(pid))
+
+
+async def search_payload(url: str) -> dict[str, Any]:
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}) as http,
+        Client(streamable_http_client(url, http_client=http)) as client,
+    ):
+        result = await client.call_tool("search_leaves", SEARCH_ARGUMENTS)
+        if result.structured_content is None:
+            raise RuntimeError("search_leaves returned no structured content")
+        return dict(result.structured_content)
+
+
+@contextmanager
+def leave_mcp_server(workdir: Path, name: str) -> Iterator[tuple[str, str, ServiceProcess]]:
+    """Our MCP server on a freshly seeded database: its base URL, database URL and process."""
+    port = free_port()
+    db_url = f"sqlite:///{workdir / f'{name}.db'}"
+    seed_database(db_url)
+    env = {"MCP_DATABASE_URL": db_url, "MCP_PORT": str(port), "MCP_LOG_LEVEL": "WARNING"}
+    base = f"http://127.0.0.1:{port}"
+    with running(["mcp_server"], env, workdir / f"{name}.log", f"{base}/readyz") as server:
+        yield base, db_url, server
+
+
+@contextmanager
+def minimal_server(workdir: Path, payload: dict[str, Any]) -> Iterator[tuple[str, int]]:
+    port = free_port()
+    payload_file = workdir / "minimal-payload.json"
+    payload_file.write_text(json.dumps(payload, ensure_ascii=False), encoding="utf-8")
+    argv = [
+        sys.executable,
+        str(REPO_ROOT / "benchmarks" / "minimal_mcp_server.py"),
+        f"--port={port}",
+        f"--payload={payload_file}",
+    ]
+    base = f"http://127.0.0.1:{port}"
+    with running([], {}, workdir / "minimal.log", f"{base}/healthz", argv=argv) as server:
+        yield f"{base}/mcp", server.process.pid
+
+
+# -- the rounds ----------------------------------------------------------------------------
+
+
+Key = tuple[str, ...]  # what a cell measures, e.g. ("loop", "seed", "8", "service")
+
+
+def rotated(items: list[Any], by: int) -> list[Any]:
+    shift = by % len(items)
+    return items[shift:] + items[:shift]
+
+
+async def run_rounds(
+    args: argparse.Namespace,
+    ways: LoopWays,
+    reasons: list[str],
+    servers: list[tuple[str, str, int]],
+) -> dict[Key, list[Measured]]:
+    def requests_for(task: str, count: int = args.runs) -> list[str]:
+        if task == "read":
+            return [READ_REQUEST] * count
+        return [submit_request(reasons.pop()) for _ in range(count)]
+
+    loop_ways: list[tuple[str, Callable[[Any], Awaitable[None]], Callable[[], float]]] = [
+        ("engine", ways.engine_run, time.process_time),
+        ("service", ways.service_run, lambda: process_cpu_seconds(ways.service_pid)),
+        ("seed script", ways.seed_script_run, time.process_time),
+    ]
+    # warm every path (imports, connections, server caches) before measuring
+    for task in ("read", "seed"):
+        for _, one, _cpu in loop_ways:
+            for request in requests_for(task, WARM_RUNS):
+                await one(request)
+    results: dict[Key, list[Measured]] = {}
+    for round_no in range(args.rounds):
+        for task in ("read", "seed"):
+            for concurrency in (1, args.concurrency):
+                for name, one, cpu in rotated(loop_ways, round_no):
+                    key = ("loop", task, str(concurrency), name)
+                    measured = await measure(requests_for(task), concurrency, one, cpu)
+                    results.setdefault(key, []).append(measured)
+        http = await measure(
+            [None] * args.runs * 4, args.concurrency, ways.http_round_trip, time.process_time
+        )
+        results.setdefault(("http", str(args.concurrency)), []).append(http)
+        for name, url, pid in rotated(servers, round_no):
+            measured = await mcp_calls(url, args.calls, pid)
+            results.setdefault(("mcp", name), []).append(measured)
+        print(f"round {round_no + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+    return results
+
+
+# -- the report ----------------------------------------------------------------------------
+
+
+def spread(values: list[float], digits: int) -> str:
+    return (
+        f"{statistics.median(values):.{digits}f} "
+        f"[{min(values):.{digits}f}-{max(values):.{digits}f}]"
+    )
+
+
+def row(label: str, cells: list[Measured]) -> str:
+    return (
+        f"  {label:24s}"
+        f"{spread([c.rate for c in cells], 1):>24s}"
+        f"{spread([c.p50_ms for c in cells], 1):>24s}"
+        f"{spread([c.p99_ms for c in cells], 1):>24s}"
+        f"{spread([c.cpu_ms for c in cells], 2):>24s}"
+    )
+
+
+def paired(numerator: list[Measured], denominator: list[Measured], field: str) -> float:
+    return statistics.median(
+        float(getattr(n, field)) / float(getattr(d, field))
+        for n, d in zip(numerator, denominator, strict=True)
+    )
+
+
+def report(args: argparse.Namespace, results: dict[Key, list[Measured]]) -> str:
+    head = f"  {'':24s}{'runs/s':>24s}{'p50 ms':>24s}{'p99 ms':>24s}{'CPU ms/run':>24s}"
+    lines = [
+        f"{args.rounds} interleaved rounds, {args.runs} runs per cell; "
+        "median [min-max] over the rounds; ratios are medians of per-round ratios",
+        "",
+    ]
+    http = results[("http", str(args.concurrency))]
+    for task, what in (("read", "search, answer"), ("seed", "search, submit, answer")):
+        for concurrency in (1, args.concurrency):
+            key = ("loop", task, str(concurrency))
+            engine, service, seed = (
+                results[(*key, name)] for name in ("engine", "service", "seed script")
+            )
+            lines.append(f"loop, {task} task ({what}), concurrency {concurrency}")
+            lines.append(head)
+            lines.append(row("engine in-process", engine))
+            lines.append(row("service over HTTP", service))
+            lines.append(row("seed script (connect/run)", seed))
+            p99_gap = statistics.median(
+                s.p99_ms - e.p99_ms for s, e in zip(service, engine, strict=True)
+            )
+            lines.append(
+                f"  service/engine: CPU/run {paired(service, engine, 'cpu_ms'):.2f}x, "
+                f"runs/s {paired(service, engine, 'rate'):.2f}x, "
+                f"p99 {paired(service, engine, 'p99_ms'):.2f}x ({p99_gap:+.1f} ms); "
+                f"engine/seed script runs/s {paired(engine, seed, 'rate'):.2f}x"
+            )
+            lines.append("")
+    lines.append(
+        f"HTTP round trip to the service (GET /healthz, concurrency {args.concurrency}): "
+        f"p50 {spread([h.p50_ms for h in http], 2)} ms, "
+        f"p99 {spread([h.p99_ms for h in http], 2)} ms"
+    )
+    lines.append("")
+    ours, minimal = results[("mcp", "ours")], results[("mcp", "minimal")]
+    lines.append(f"MCP search_leaves, {MCP_CLIENTS} clients, {args.calls} calls per cell")
+    lines.append(head.replace("runs/s", "calls/s").replace("ms/run", "ms/call"))
+    lines.append(row("ours (auth, db, metrics)", ours))
+    lines.append(row("minimal MCP SDK server", minimal))
+    lines.append(
+        f"  ours/minimal: calls/s {paired(ours, minimal, 'rate'):.2f}x, "
+        f"CPU/call {paired(ours, minimal, 'cpu_ms'):.2f}x"
+    )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=60, help="runs per cell")
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--calls", type=int, default=400, help="MCP calls per cell")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
+        workdir = Path(tmp)
+        # the loop's: its database gets the drafts the seed task submits
+        mcp, db_url, _ = stack.enter_context(leave_mcp_server(workdir, "loop-leaves"))
+        # the one next to the minimal server: the demo data only, as a deployment has it
+        # (thousands of drafts of one employee would make its search a table scan)
+        measured_mcp, _, mcp_process = stack.enter_context(
+            leave_mcp_server(workdir, "measured-leaves")
+        )
+        sim = stack.enter_context(model_simulator(workdir, profile="instant", log_level="warning"))
+        seed_runs = (args.rounds * 2 * args.runs + WARM_RUNS) * 3  # per round: 2 loads, 3 ways
+        reasons = make_drafts(db_url, seed_runs)
+        loop_port = free_port()
+        loop_env = {
+            "LOOP_PORT": str(loop_port),
+            "LOOP_MODEL_BASE_URL": f"{sim}/v1",
+            "LOOP_MCP_URL": f"{mcp}/mcp",
+            "LOOP_STORE_URL": f"sqlite:///{workdir / 'loop.db'}",
+            "LOOP_LOG_LEVEL": "warning",
+        }
+        loop_url = f"http://127.0.0.1:{loop_port}"
+        service = stack.enter_context(
+            running(["loop"], loop_env, workdir / "loop.log", f"{loop_url}/healthz")
+        )
+        payload = asyncio.run(search_payload(f"{measured_mcp}/mcp"))
+        minimal_url, minimal_pid = stack.enter_context(minimal_server(workdir, payload))
+        servers = [
+            ("ours", f"{measured_mcp}/mcp", mcp_process.process.pid),
+            ("minimal", minimal_url, minimal_pid),
+        ]
+
+        async def main_async() -> dict[Key, list[Measured]]:
+            ways = LoopWays(f"{mcp}/mcp", f"{sim}/v1", loop_url, service.process.pid)
+            try:
+                return await run_rounds(args, ways, reasons, servers)
+            finally:
+                await ways.close()
+
+        print(report(args, asyncio.run(main_async())))
+
+
+if __name__ == "__main__":
+    main()
