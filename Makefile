@@ -181,7 +181,7 @@ test-compose: $(SYNCED) ## tier: build the image and run the compose stack in re
 	$(PY) -m pytest -m containers tests/containers -p no:cacheprovider -s
 
 .PHONY: test-reliability
-test-reliability: $(SYNCED) ## tier: PostgreSQL, two MCP replicas, chaos under load (minutes)
+test-reliability: $(SYNCED) ## tier: PostgreSQL, two MCP replicas, chaos under load, prompt injection, secrets (about 3 minutes)
 	$(PY) -m pytest -m reliability tests/reliability -rP
 
 .PHONY: down
