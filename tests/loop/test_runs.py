@@ -31,10 +31,10 @@ class FakePool:
         return FakeConnection()
 
 
-def manager(store: RunStore) -> RunManager:
-    model = OneAnswerModel()
+def manager(store: RunStore, model: Any = None, pool: Any = None) -> RunManager:
+    model = model or OneAnswerModel()
     return RunManager(
-        pool=FakePool(),  # type: ignore[arg-type]
+        pool=pool or FakePool(),
         model=model,
         streaming_model=model,
         config=LoopConfig(),
@@ -198,16 +198,7 @@ async def test_an_applied_write_is_in_the_record_before_the_run_goes_on(tmp_path
     """A service that dies after a write was applied keeps that write, with its result."""
     store = RunStore(f"sqlite:///{tmp_path / 'loop.db'}")
     model = WriteThenHangModel()
-    runs = RunManager(
-        pool=LeavePool(),  # type: ignore[arg-type]
-        model=model,
-        streaming_model=model,
-        config=LoopConfig(),
-        store=store,
-        metrics=LoopMetrics(),
-        max_concurrent_runs=4,
-        session_max_messages=10,
-    )
+    runs = manager(store, model, LeavePool())
     run = await runs.start("token", "送出", session_id=None, confirm="decline", stream=False)
     await asyncio.wait_for(model.asked_after_the_write.wait(), 5)
     # what a crash now would leave: a fresh store on the same database, as after a restart
