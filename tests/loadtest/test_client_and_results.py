@@ -145,19 +145,12 @@ def test_the_sweep_stops_only_on_a_logged_miss(tmp_path):
     assert step_missed_slo(tmp_path, slo) == []
     log = RawLog(tmp_path)
 
-    def completion(start: float, ttft_ms: float) -> dict:
-        return {
-            **{"kind": "model", "name": "history-2", "ok": True, "error": None},
-            **{"start": start, "end": start + 1, "ttft_ms": ttft_ms, "itl_ms": [10.0]},
-            **{"tpot_ms": 10.0, "e2e_ms": 1000.0, "prompt_tokens": 5, "output_tokens": 2},
-        }
-
-    log.write(completion(1.0, 40))
+    log.write(_model(1.0, 40, [10.0], 2))
     assert step_missed_slo(tmp_path, slo) == []
     # a new step is judged on its own requests only
     with (tmp_path / "steps.jsonl").open("a") as steps:
         steps.write('{"step": 1, "users": 2, "start": 10.0}\n')
-    log.write(completion(11.0, 40))
-    log.write(completion(12.0, 400))
+    log.write(_model(11.0, 40, [10.0], 2))
+    log.write(_model(12.0, 400, [10.0], 2))
     assert step_missed_slo(tmp_path, slo) == ["TTFT p99 396.4 ms > 100"]
     log.close()

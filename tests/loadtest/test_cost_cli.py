@@ -23,6 +23,7 @@ from loadtest.cost.presets import (
 )
 from loadtest.cost.settings import SettingError, load
 from loadtest.results import Slo, summarise
+from tests.loadtest.records import agent_record
 from tests.support import REPO_ROOT
 
 EXAMPLE = REPO_ROOT / "loadtest" / "cost.example.toml"
@@ -36,28 +37,11 @@ def no_cost_environment(monkeypatch):
             monkeypatch.delenv(name)
 
 
-def _agent(start: float, run_ms: float) -> dict:
-    return {
-        "kind": "agent",
-        "name": "query",
-        "start": start,
-        "end": start + run_ms / 1000,
-        "ok": True,
-        "error": None,
-        "prompt_tokens": 3000,
-        "output_tokens": 100,
-        "turns": 2,
-        "tool_calls": 1,
-        "first_answer_ms": 300.0,
-        "run_ms": run_ms,
-    }
-
-
 def write_summary(folder: Path) -> Path:
     """A summary.json as python -m loadtest writes it: step 0 meets the SLO, step 1 does not."""
     steps = [{"step": 0, "users": 4, "start": 0.0}, {"step": 1, "users": 8, "start": 10.0}]
-    records = [_agent(t / 2, 1000) for t in range(20)]  # 2 runs/s, well within 5 s
-    records += [_agent(10 + t / 4, 9000) for t in range(40)]  # too slow
+    records = [agent_record(t / 2, 1000) for t in range(20)]  # 2 runs/s, well within 5 s
+    records += [agent_record(10 + t / 4, 9000) for t in range(40)]  # too slow
     summary = summarise(records, steps, Slo(ttft_p99_ms=200, itl_p99_ms=50, run_p95_ms=5000))
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "summary.json"
@@ -115,7 +99,7 @@ def test_writes_the_four_results_next_to_the_summary(tmp_path, capsys):
 
 def test_the_report_says_when_the_capacity_is_only_a_lower_bound(tmp_path, capsys):
     # one step, met: the limit was never found; agent and model users shared it
-    records = [_agent(t / 2, 1000) for t in range(20)] + [_model(t / 4) for t in range(40)]
+    records = [agent_record(t / 2, 1000) for t in range(20)] + [_model(t / 4) for t in range(40)]
     summary = summarise(records, [{"step": 0, "users": 6, "start": 0.0}], Slo(200, 50, 5000))
     path = tmp_path / "run" / "summary.json"
     path.parent.mkdir()
@@ -130,8 +114,8 @@ def test_the_report_says_when_the_capacity_is_only_a_lower_bound(tmp_path, capsy
 
 
 def test_facade_runs_beside_the_agent_runs_are_a_mixed_load_too(tmp_path, capsys):
-    facade = [{**_agent(t / 2, 1000), "kind": "facade"} for t in range(10)]
-    records = [_agent(t / 2, 1000) for t in range(20)] + facade
+    facade = [{**agent_record(t / 2, 1000), "kind": "facade"} for t in range(10)]
+    records = [agent_record(t / 2, 1000) for t in range(20)] + facade
     summary = summarise(records, [{"step": 0, "users": 6, "start": 0.0}], Slo(200, 50, 5000))
     path = tmp_path / "run" / "summary.json"
     path.parent.mkdir()

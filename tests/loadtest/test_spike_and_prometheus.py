@@ -19,6 +19,7 @@ from loadtest.results import Slo, summarise
 from loadtest.settings import LoadSettings
 from stack import prometheus
 from stack.localstack import LocalStack
+from tests.loadtest.records import agent_record
 from tests.support import REPO_ROOT, free_port, model_simulator, running, wait_until
 
 PHASE_SECONDS = 4
@@ -110,23 +111,7 @@ def test_each_step_has_its_window_s_figures_from_prometheus(spiked):
 
 
 def _summary() -> dict[str, Any]:
-    records = [
-        {
-            "kind": "agent",
-            "name": "query",
-            "start": float(t),
-            "end": t + 1.0,
-            "ok": True,
-            "error": None,
-            "prompt_tokens": 3000,
-            "output_tokens": 100,
-            "turns": 2,
-            "tool_calls": 1,
-            "first_answer_ms": 300.0,
-            "run_ms": 1000.0,
-        }
-        for t in range(4)
-    ]
+    records = [agent_record(float(t), 1000.0) for t in range(4)]
     return summarise(records, [], Slo(200, 50, 5000))
 
 

@@ -20,6 +20,7 @@ accepting or declining), so each write is attributable to one run:
 from __future__ import annotations
 
 import datetime as dt
+import http.client
 import json
 import threading
 import time
@@ -199,19 +200,13 @@ class Driver:
                 if task.final is not None:
                     return
                 task.note += f"[stream ended early, attempt {attempt}]"
-            except (OSError, HttpError, http_client_errors()) as error:
+            except (OSError, HttpError, http.client.HTTPException) as error:
                 task.note += f"[{type(error).__name__}, attempt {attempt}]"
             stream.close()
             control.close()
             # The loop is down or restarting: the same run id again either starts the run
             # (it never began) or returns the stored one.
             wait_until(self.loop_ready, timeout=120, what="the loop ready again")
-
-
-def http_client_errors() -> type[Exception]:
-    import http.client
-
-    return http.client.HTTPException
 
 
 @pytest.fixture
@@ -280,7 +275,10 @@ def test_every_run_ends_true_while_each_service_is_killed_under_load(stack):
     balance_before = balance_of(db_url)
     # in an order that mixes the kinds, so every kill finds writes of each kind in flight
     order = [t for trio in zip(*(tasks[i::3] for i in range(3)), strict=True) for t in trio]
-    loop_ready = lambda: http_ok(f"{loop_url}/readyz")  # noqa: E731
+
+    def loop_ready() -> bool:
+        return http_ok(f"{loop_url}/readyz")
+
     driver = Driver(loop_url, order, loop_ready)
     threads = [threading.Thread(target=driver.work) for _ in range(WORKERS)]
     started = time.monotonic()
