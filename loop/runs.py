@@ -8,7 +8,7 @@ import logging
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import anyio.to_thread
 from mcp.types import ElicitResult
 
-from common.sqlite import utcnow
+from common.sqlite import WriteLockTaken, utcnow
 
 from .engine import (
     AgentLoop,
@@ -208,15 +208,37 @@ class RunManager:
         self._session_max = session_max_messages
         self._trace_model_name = trace_model_name  # set: log each finished run's spans
         self.active: dict[str, ActiveRun] = {}
-        # The runs' writes go to the store one at a time, on a thread of their own: a write
-        # waiting in its queue starts the moment the one before it ends, while writers racing
-        # for SQLite's lock sleep in its busy handler (1 to 100 ms a try) and the runs behind
-        # them wait that long; and one plain executor thread costs less CPU to hand work to
-        # than anyio's worker threads.
+        # Writes that may wait for the database (every write on PostgreSQL; on SQLite, one that
+        # finds another process writing) go to the store one at a time, on a thread of their
+        # own: a write waiting in its queue starts the moment the one before it ends, while
+        # writers racing for SQLite's lock sleep in its busy handler (1 to 100 ms a try) and
+        # the runs behind them wait that long; and one plain executor thread costs less CPU to
+        # hand work to than anyio's worker threads.
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="run-store")
+        self._checkpointing: Future[None] | None = None
 
-    async def _write(self, write: Callable[[], T]) -> T:
+    async def _write(self, write: Callable[..., T]) -> T:
+        """One of the store's run writes (begin_run, save_steps, finish_run, as a partial).
+        On SQLite it is made here and now (no thread to hand it to and back, which cost as
+        much CPU as the write), unless another writer holds the lock or a checkpoint is under
+        way: then it queues on the writer thread, behind the checkpoint."""
+        checkpointing = self._checkpointing is not None and not self._checkpointing.done()
+        if self.store.writes_without_waiting and not checkpointing:
+            try:
+                result = write(wait=False)
+            except WriteLockTaken:
+                pass  # another process is writing: wait for it on the writer thread
+            else:
+                if self.store.checkpoint_due():
+                    self._checkpointing = self._writer.submit(self._checkpoint)
+                return result
         return await asyncio.get_running_loop().run_in_executor(self._writer, write)
+
+    def _checkpoint(self) -> None:
+        try:
+            self.store.checkpoint()
+        except Exception as error:  # the next one will do; the WAL only grows meanwhile
+            logger.warning("run store checkpoint failed: %s", error)
 
     def close(self) -> None:
         """Wait for the writes already handed over (call before disposing of the store)."""

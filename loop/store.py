@@ -9,25 +9,29 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from typing import Any, cast
 
 from sqlalchemy import (
     JSON,
-    Connection,
+    Column,
     DateTime,
     Integer,
     String,
     Table,
     Text,
     bindparam,
+    func,
     insert,
     select,
     update,
 )
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.engine import Dialect
+from sqlalchemy.engine.interfaces import DBAPICursor
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
-from common.sqlite import create_engine_for, utcnow
+from common.dbapi import CompiledStatement, integrity_error, pooled_transaction
+from common.sqlite import NonWaitingWriter, create_engine_for, utcnow
 
 from .engine import IN_PROGRESS
 
@@ -94,6 +98,8 @@ def bounded_history(messages: list[dict[str, Any]], limit: int) -> list[dict[str
 
 RUNS = cast(Table, RunRecord.__table__)
 SESSIONS = cast(Table, SessionRecord.__table__)
+RUN_COLUMNS = tuple(column.key for column in RUNS.columns)
+SESSION_COLUMNS = tuple(column.key for column in SESSIONS.columns)
 # What a finished run adds to its record (the rest is written when it starts).
 FINISHED_COLUMNS = (
     "status",
@@ -110,10 +116,17 @@ FINISHED_COLUMNS = (
     "tool_errors",
     "finished_at",
 )
-# A run's own writes, built once: building a statement cost more CPU than running it. The
-# columns an insert or update sets are the keys of the parameters it is executed with.
-INSERT_RUN = insert(RUNS)
-UPDATE_RUN = update(RUNS).where(RUNS.c.id == bindparam("run_id"))
+# A value the finished record leaves unset (None) keeps what its start stored.
+FINISH_RUN = (
+    update(RUNS)
+    .where(RUNS.c.id == bindparam("run_id"))
+    .values(
+        {
+            name: func.coalesce(bindparam(f"new_{name}", type_=RUNS.c[name].type), RUNS.c[name])
+            for name in FINISHED_COLUMNS
+        }
+    )
+)
 UPDATE_RUNNING_STEPS = (
     update(RUNS)
     .where(RUNS.c.id == bindparam("run_id"), RUNS.c.status == "running")
@@ -125,51 +138,83 @@ SELECT_SESSION = select(SESSIONS.c.user_key, SESSIONS.c.messages).where(
 # Read-modify-write of a session's history: the row lock queues concurrent appends where the
 # database does not (PostgreSQL; SQLite's writers already queue, and it leaves FOR UPDATE out).
 SELECT_SESSION_FOR_UPDATE = SELECT_SESSION.with_for_update()
-INSERT_SESSION = insert(SESSIONS)
 UPDATE_SESSION = update(SESSIONS).where(SESSIONS.c.id == bindparam("session_id"))
 
 
-def _started_columns(record: RunRecord) -> dict[str, Any]:
-    """The record's values that are set (the table's defaults fill in the rest)."""
+class _Writes:
+    """The writes a run makes (started, around each write, finished), compiled for the store's
+    database and run on the DBAPI cursor (see common.dbapi): the ORM's unit of work, and then
+    Core's execution, each cost more CPU than the database."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        self.insert_run = CompiledStatement(insert(RUNS), dialect, RUN_COLUMNS)
+        self.finish_run = CompiledStatement(FINISH_RUN, dialect)
+        self.save_steps = CompiledStatement(UPDATE_RUNNING_STEPS, dialect)
+        self.select_session = CompiledStatement(SELECT_SESSION, dialect)
+        self.lock_session = CompiledStatement(SELECT_SESSION_FOR_UPDATE, dialect)
+        self.insert_session = CompiledStatement(insert(SESSIONS), dialect, SESSION_COLUMNS)
+        self.update_session = CompiledStatement(UPDATE_SESSION, dialect, ("messages", "updated_at"))
+
+
+def _column_default(column: Column[Any]) -> Any:
+    """What the column's default would give a row inserted without it."""
+    default = column.default
+    if default is None:
+        return None
+    if default.is_scalar:
+        return default.arg  # type: ignore[attr-defined]
+    return default.arg(None)  # type: ignore[attr-defined]  # a callable, given no context
+
+
+def _run_row(record: RunRecord, **values: Any) -> dict[str, Any]:
+    """Every column of the run's row: `values`, else the record's, else the column default."""
+    row: dict[str, Any] = {}
+    for column in RUNS.columns:
+        value = values.get(column.key, getattr(record, column.key))
+        row[column.key] = _column_default(column) if value is None else value
+    return row
+
+
+def _finished_values(record: RunRecord) -> dict[str, Any]:
+    return {name: getattr(record, name) for name in FINISHED_COLUMNS}
+
+
+def _finish_parameters(record: RunRecord) -> dict[str, Any]:
     return {
-        column.key: value
-        for column in RUNS.columns
-        if (value := getattr(record, column.key)) is not None
+        "run_id": record.id,
+        **{f"new_{name}": getattr(record, name) for name in FINISHED_COLUMNS},
     }
 
 
-def _finished_columns(record: RunRecord) -> dict[str, Any]:
-    """What the finished run sets (unset ones keep what the start stored)."""
-    return {
-        name: value for name in FINISHED_COLUMNS if (value := getattr(record, name)) is not None
-    }
-
-
-def _claim(connection: Connection, session_id: str, user_key: str) -> list[dict[str, Any]] | None:
+def _claim(
+    cursor: DBAPICursor, writes: _Writes, session_id: str, user_key: str
+) -> list[dict[str, Any]] | None:
     """The session's history, the session made the user's if it is nobody's yet; None when it
     is another user's."""
-    row = connection.execute(SELECT_SESSION, {"session_id": session_id}).first()
+    row = writes.select_session.first(cursor, {"session_id": session_id})
     if row is None:
-        connection.execute(
-            INSERT_SESSION,
+        writes.insert_session.execute(
+            cursor,
             {"id": session_id, "user_key": user_key, "messages": [], "updated_at": utcnow()},
         )
         return []
-    return list(row.messages) if row.user_key == user_key else None
+    owner, messages = row
+    return list(messages) if owner == user_key else None
 
 
 def _append(
-    connection: Connection,
+    cursor: DBAPICursor,
+    writes: _Writes,
     session_id: str,
     user_key: str,
     messages: list[dict[str, Any]],
     limit: int,
 ) -> bool:
     """Append to the user's own session (made if missing); False for anyone else's."""
-    row = connection.execute(SELECT_SESSION_FOR_UPDATE, {"session_id": session_id}).first()
+    row = writes.lock_session.first(cursor, {"session_id": session_id})
     if row is None:
-        connection.execute(
-            INSERT_SESSION,
+        writes.insert_session.execute(
+            cursor,
             {
                 "id": session_id,
                 "user_key": user_key,
@@ -178,13 +223,14 @@ def _append(
             },
         )
         return True
-    if row.user_key != user_key:
+    owner, stored = row
+    if owner != user_key:
         return False
-    connection.execute(
-        UPDATE_SESSION,
+    writes.update_session.execute(
+        cursor,
         {
             "session_id": session_id,
-            "messages": bounded_history([*row.messages, *messages], limit),
+            "messages": bounded_history([*stored, *messages], limit),
             "updated_at": utcnow(),
         },
     )
@@ -199,6 +245,29 @@ class RunStore:
         # Writers read then write: take SQLite's write lock up front (see common.sqlite).
         self._write_engine = self.engine.execution_options(sqlite_begin="IMMEDIATE")
         self._writers = sessionmaker(self._write_engine, expire_on_commit=False)
+        self._writes = _Writes(self.engine.dialect)
+        self._integrity_error = integrity_error(self.engine)
+        self._non_waiting = NonWaitingWriter.for_engine(self.engine)
+
+    @property
+    def writes_without_waiting(self) -> bool:
+        """Whether the run writes take `wait=False` (SQLite): made then on the caller's
+        thread, they raise WriteLockTaken, having written nothing, rather than wait for
+        another writer."""
+        return self._non_waiting is not None
+
+    def _transaction(self, wait: bool) -> AbstractContextManager[DBAPICursor]:
+        if wait or self._non_waiting is None:
+            return pooled_transaction(self.engine)
+        return self._non_waiting.transaction()
+
+    def checkpoint_due(self) -> bool:
+        """After writes made without waiting: whether to call `checkpoint` (off the loop)."""
+        return self._non_waiting is not None and self._non_waiting.checkpoint_due()
+
+    def checkpoint(self) -> None:
+        if self._non_waiting is not None:
+            self._non_waiting.checkpoint()
 
     def _session(self) -> Session:
         return self._sessions()
@@ -226,25 +295,26 @@ class RunStore:
         with self._writer() as s, s.begin():
             s.merge(record)
 
-    # A run is written three ways per run at most (started, around each write, finished), so
-    # those statements are plain Core: the ORM's unit of work cost as much CPU as the database.
-
-    def begin_run(self, record: RunRecord, *, claim_session: bool) -> list[dict[str, Any]] | None:
+    def begin_run(
+        self, record: RunRecord, *, claim_session: bool, wait: bool = True
+    ) -> list[dict[str, Any]] | None:
         """Store a run as started, in one transaction. With `claim_session` its session becomes
         the run's user's first (see claim_session) and the session's history is returned;
-        None, and nothing written, when the session is another user's."""
+        None, and nothing written, when the session is another user's. (`wait`: see
+        writes_without_waiting, for this and the other run writes.)"""
+        writes = self._writes
         for attempt in range(2):
             try:
-                with self._write_engine.begin() as connection:
+                with self._transaction(wait) as cursor:
                     history: list[dict[str, Any]] = []
                     if claim_session:
-                        owned = _claim(connection, record.session_id, record.user_key)
+                        owned = _claim(cursor, writes, record.session_id, record.user_key)
                         if owned is None:
                             return None
                         history = owned
-                    connection.execute(INSERT_RUN, _started_columns(record))
+                    writes.insert_run.execute(cursor, _run_row(record))
                     return history
-            except IntegrityError:  # a concurrent writer created the session first
+            except self._integrity_error:  # a concurrent writer created the session first
                 # (databases without SQLite's up-front write lock): whoever won owns it
                 if not claim_session or attempt == 1:
                     raise
@@ -253,19 +323,25 @@ class RunStore:
         raise AssertionError("unreachable")
 
     def finish_run(
-        self, record: RunRecord, remember: list[dict[str, Any]] | None, limit: int
+        self,
+        record: RunRecord,
+        remember: list[dict[str, Any]] | None,
+        limit: int,
+        *,
+        wait: bool = True,
     ) -> bool:
         """Store a finished run and, given `remember` (its messages), append them to its
         session's history, in one transaction. False when the session is another user's: the
         run is stored, the history is not touched."""
-        with self._write_engine.begin() as connection:
-            finished = _finished_columns(record)
-            updated = connection.execute(UPDATE_RUN, {"run_id": record.id, **finished})
-            if updated.rowcount == 0:  # its start was never stored (the store failed then)
-                connection.execute(INSERT_RUN, {**_started_columns(record), **finished})
+        writes = self._writes
+        with self._transaction(wait) as cursor:
+            finished = _finished_values(record)
+            if writes.finish_run.execute(cursor, _finish_parameters(record)) == 0:
+                # its start was never stored (the store failed then)
+                writes.insert_run.execute(cursor, _run_row(record, **finished))
             if remember is None:
                 return True
-            return _append(connection, record.session_id, record.user_key, remember, limit)
+            return _append(cursor, writes, record.session_id, record.user_key, remember, limit)
 
     def get_run(self, run_id: str, user_key: str) -> RunRecord | None:
         with self._session() as s:
@@ -288,9 +364,9 @@ class RunStore:
         """Make the session the user's if it is nobody's yet, in one transaction; True when it
         is (now) the user's. The first user of a session id owns it for good."""
         try:
-            with self._write_engine.begin() as connection:
-                return _claim(connection, session_id, user_key) is not None
-        except IntegrityError:  # a concurrent writer created it first (databases without
+            with pooled_transaction(self.engine) as cursor:
+                return _claim(cursor, self._writes, session_id, user_key) is not None
+        except self._integrity_error:  # a concurrent writer created it first (databases without
             # SQLite's up-front write lock): whoever won owns it
             return self.session_owner(session_id) == user_key
 
@@ -298,13 +374,13 @@ class RunStore:
         self, session_id: str, user_key: str, messages: list[dict[str, Any]], limit: int
     ) -> bool:
         """Append to the user's own session; False (and nothing written) for anyone else's."""
-        with self._write_engine.begin() as connection:
-            return _append(connection, session_id, user_key, messages, limit)
+        with pooled_transaction(self.engine) as cursor:
+            return _append(cursor, self._writes, session_id, user_key, messages, limit)
 
-    def save_steps(self, run_id: str, steps: list[dict[str, Any]]) -> None:
+    def save_steps(self, run_id: str, steps: list[dict[str, Any]], *, wait: bool = True) -> None:
         """The steps so far of a run that is still running (a late save changes nothing)."""
-        with self._write_engine.begin() as connection:
-            connection.execute(UPDATE_RUNNING_STEPS, {"run_id": run_id, "steps": steps})
+        with self._transaction(wait) as cursor:
+            self._writes.save_steps.execute(cursor, {"run_id": run_id, "steps": steps})
 
     def mark_interrupted(self) -> int:
         """Runs left "running" by a process that died: failed, and any tool call that had
@@ -351,4 +427,6 @@ class RunStore:
             yield from s.scalars(query.order_by(RunRecord.created_at)).all()
 
     def dispose(self) -> None:
+        if self._non_waiting is not None:
+            self._non_waiting.close()
         self.engine.dispose()

@@ -1,0 +1,96 @@
+"""Hot statements run straight on the DBAPI cursor, for the few writes a service makes on every
+request: compiled once for the engine's dialect, with the column types' own conversions, and
+none of SQLAlchemy's work per execution (on the loop's run writes that work cost about four
+times the database's own, in CPU; see benchmarks/overhead.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy.engine import Dialect, Engine
+from sqlalchemy.engine.interfaces import DBAPICursor
+from sqlalchemy.sql.expression import Executable, SelectBase
+
+from .sqlite import write_transaction_begin
+
+Row = tuple[Any, ...]
+
+
+class CompiledStatement:
+    """`statement` compiled for `dialect`. An insert or update sets exactly `columns` (all of
+    them, every time: nothing is left to column defaults, which only SQLAlchemy's execution
+    would fill in)."""
+
+    def __init__(
+        self, statement: Executable, dialect: Dialect, columns: Sequence[str] = ()
+    ) -> None:
+        compiled = statement.compile(dialect=dialect, column_keys=list(columns) or None)  # type: ignore[attr-defined]
+        self.sql: str = compiled.string
+        self._compiled = compiled
+        self._order: Sequence[str] | None = compiled.positiontup  # None: named parameters
+        self._to_database: dict[str, Callable[[Any], Any]] = {}
+        for name, bind in compiled.binds.items():
+            convert = bind.type.dialect_impl(dialect).bind_processor(dialect)
+            if convert is not None:
+                self._to_database[name] = convert
+        self._from_database: list[Callable[[Any], Any] | None] = []
+        if isinstance(statement, SelectBase):
+            self._from_database = [
+                column.type.dialect_impl(dialect).result_processor(dialect, None)
+                for column in statement.selected_columns
+            ]
+
+    def parameters(self, values: Mapping[str, Any]) -> Sequence[Any] | dict[str, Any]:
+        """The driver's parameters for `values`, keyed by column (or bind) name. None stays
+        SQL NULL, as a value SQLAlchemy leaves out does (its JSON type would store 'null')."""
+        bound = self._compiled.construct_params(values)
+        for name, convert in self._to_database.items():
+            if bound.get(name) is not None:
+                bound[name] = convert(bound[name])
+        return tuple(bound[name] for name in self._order) if self._order is not None else bound
+
+    def execute(self, cursor: DBAPICursor, values: Mapping[str, Any]) -> int:
+        """Run it; the number of rows it changed."""
+        cursor.execute(self.sql, self.parameters(values))
+        return int(cursor.rowcount)
+
+    def first(self, cursor: DBAPICursor, values: Mapping[str, Any]) -> Row | None:
+        """Run a select; its first row, converted as SQLAlchemy's result would be."""
+        cursor.execute(self.sql, self.parameters(values))
+        row = cursor.fetchone()
+        if row is None:
+            return None
+        return tuple(
+            value if convert is None or value is None else convert(value)
+            for convert, value in zip(self._from_database, row, strict=True)
+        )
+
+
+@contextmanager
+def pooled_transaction(engine: Engine) -> Iterator[DBAPICursor]:
+    """A writing transaction on one of `engine`'s pooled connections, committed when the block
+    ends and rolled back when it raises. Errors are the driver's own (see integrity_error)."""
+    begin = write_transaction_begin(engine)
+    connection = engine.raw_connection()
+    try:
+        cursor = connection.cursor()
+        try:
+            if begin:
+                cursor.execute(begin)
+            yield cursor
+            connection.commit()
+        except BaseException:
+            connection.rollback()
+            raise
+        finally:
+            cursor.close()
+    finally:
+        connection.close()  # back to the pool
+
+
+def integrity_error(engine: Engine) -> type[Exception]:
+    """The driver's IntegrityError (a unique key taken), which pooled_transaction raises."""
+    error: type[Exception] = engine.dialect.loaded_dbapi.IntegrityError
+    return error

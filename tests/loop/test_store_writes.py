@@ -1,0 +1,104 @@
+"""The run writes on SQLite: made on the event loop without waiting, handed to the writer thread
+when another connection is writing, the WAL checkpointed off the loop; and stored exactly as
+SQLAlchemy would have stored them."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import threading
+import time
+from functools import partial
+
+from common.sqlite import NonWaitingWriter
+from loop.store import RunRecord, RunStore
+from tests.loop.test_runs import manager
+
+WRITES = 300
+
+
+def file_size(path: str) -> int:
+    return os.path.getsize(path)
+
+
+def record(run_id: str, **values: object) -> RunRecord:
+    return RunRecord(
+        id=run_id, user_key="k", session_id=f"s-{run_id}", status="running", input="hi", **values
+    )
+
+
+async def test_a_run_waits_off_the_loop_while_another_process_holds_the_write_lock(tmp_path):
+    path = tmp_path / "loop.db"
+    store = RunStore(f"sqlite:///{path}")
+    runs = manager(store)
+    other_process = sqlite3.connect(path, isolation_level=None)
+    other_process.execute("BEGIN IMMEDIATE")  # holds SQLite's write lock
+    try:
+        started = time.monotonic()
+        run = await runs.start("token", "查一下", session_id=None, confirm="decline", stream=False)
+        for _ in range(50):  # the loop turns on while the run's first write waits
+            await asyncio.sleep(0)
+        # a write waiting on the loop itself would have held it for the busy timeout, 30 s
+        assert time.monotonic() - started < 5
+        assert not run.task.done()
+        assert store.get_run(run.id, run.user_key) is None
+    finally:
+        other_process.commit()
+    final = await asyncio.wait_for(run.outcome(), 30)
+    assert final["status"] == "completed"
+    stored = store.get_run(run.id, run.user_key)
+    assert stored is not None and stored.status == "completed"
+    assert store.history(run.session_id, run.user_key)[-1]["content"] == "好的。"
+    runs.close()
+    store.dispose()
+
+
+async def test_the_wal_is_checkpointed_on_the_writer_thread(tmp_path, monkeypatch):
+    path = tmp_path / "loop.db"
+    wal = f"{path}-wal"
+    monkeypatch.setattr(NonWaitingWriter, "CHECKPOINT_EVERY", 10)
+    store = RunStore(f"sqlite:///{path}")
+    checkpointed_on: list[str] = []
+    checkpoint = store.checkpoint
+
+    def recorded_checkpoint() -> None:
+        checkpointed_on.append(threading.current_thread().name)
+        checkpoint()
+
+    monkeypatch.setattr(store, "checkpoint", recorded_checkpoint)
+    runs = manager(store)
+    sizes = []
+    for i in range(WRITES):
+        await runs._write(partial(store.begin_run, record(f"r{i}"), claim_session=True))
+        sizes.append(file_size(wal))
+    runs.close()  # waits for the checkpoints handed to the writer thread
+    one_write = sizes[1] - sizes[0]
+    print(
+        f"WAL: {one_write} B a write; {sizes[-1]} B after {WRITES} writes, "
+        f"{len(checkpointed_on)} checkpoints"
+    )
+    assert checkpointed_on and all(name.startswith("run-store") for name in checkpointed_on)
+    # Without checkpoints it grows by one write's frames each write, and nearly as much with
+    # passive ones, which a steady stream of writes starves; restarted after each checkpoint
+    # it keeps to about one checkpoint interval's worth.
+    assert sizes[-1] < 2.5 * NonWaitingWriter.CHECKPOINT_EVERY * one_write
+    assert len(store.recent_runs("k", WRITES + 1)) == WRITES
+    store.dispose()
+
+
+def test_values_left_unset_stay_sql_null_and_keep_what_the_start_stored(tmp_path):
+    path = tmp_path / "loop.db"
+    store = RunStore(f"sqlite:///{path}")
+    started = record("r1", system_prompt="be brief")
+    store.begin_run(started, claim_session=False, wait=False)
+    finished = record("r1", answer="done", steps=[{"name": "search_leaves"}])
+    finished.status = "completed"
+    store.finish_run(finished, None, 10, wait=False)
+    store.dispose()
+    with sqlite3.connect(path) as database:
+        row = database.execute(
+            "SELECT result IS NULL, reason IS NULL, system_prompt, steps, answer FROM runs"
+        ).fetchone()
+    # None is no JSON 'null' in a column (SQLAlchemy leaves such a value out of its write)
+    assert row == (1, 1, "be brief", '[{"name": "search_leaves"}]', "done")
