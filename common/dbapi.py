@@ -35,12 +35,13 @@ class CompiledStatement:
             convert = bind.type.dialect_impl(dialect).bind_processor(dialect)
             if convert is not None:
                 self._to_database[name] = convert
-        self._from_database: list[Callable[[Any], Any] | None] = []
-        if isinstance(statement, SelectBase):
-            self._from_database = [
-                column.type.dialect_impl(dialect).result_processor(dialect, None)
-                for column in statement.selected_columns
-            ]
+        self._dialect = dialect
+        self._selected = (
+            list(statement.selected_columns) if isinstance(statement, SelectBase) else []
+        )
+        # the columns' conversions; some drivers' depend on the type the database reports
+        # (cursor.description), which is the same every time: made at the first fetch
+        self._from_database: list[Callable[[Any], Any] | None] | None = None
 
     def parameters(self, values: Mapping[str, Any]) -> Sequence[Any] | dict[str, Any]:
         """The driver's parameters for `values`, keyed by column (or bind) name. None stays
@@ -60,12 +61,40 @@ class CompiledStatement:
         """Run a select; its first row, converted as SQLAlchemy's result would be."""
         cursor.execute(self.sql, self.parameters(values))
         row = cursor.fetchone()
-        if row is None:
-            return None
+        return None if row is None else self._converted(cursor, row)
+
+    def all(self, cursor: DBAPICursor, values: Mapping[str, Any]) -> list[Row]:
+        """Run a select; its rows, converted as SQLAlchemy's result would be."""
+        cursor.execute(self.sql, self.parameters(values))
+        return [self._converted(cursor, row) for row in cursor.fetchall()]
+
+    def _converted(self, cursor: DBAPICursor, row: Sequence[Any]) -> Row:
+        if self._from_database is None:
+            self._from_database = [
+                column.type.dialect_impl(self._dialect).result_processor(
+                    self._dialect, described[1]
+                )
+                for column, described in zip(self._selected, cursor.description, strict=True)
+            ]
         return tuple(
             value if convert is None or value is None else convert(value)
             for convert, value in zip(self._from_database, row, strict=True)
         )
+
+
+@contextmanager
+def pooled_cursor(engine: Engine) -> Iterator[DBAPICursor]:
+    """A cursor on one of `engine`'s pooled connections, for a read (a single statement is
+    one snapshot; the pool rolls back whatever the driver began when the connection returns)."""
+    connection = engine.raw_connection()
+    try:
+        cursor = connection.cursor()
+        try:
+            yield cursor
+        finally:
+            cursor.close()
+    finally:
+        connection.close()
 
 
 @contextmanager

@@ -17,9 +17,10 @@ import hashlib
 import secrets
 import typing
 
-from sqlalchemy import ColumnElement, Select, String, bindparam, cast, or_, select, update
+from sqlalchemy import ColumnElement, String, bindparam, cast, or_, select, update
 from sqlalchemy.engine import CursorResult, Result
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.expression import Executable
 
 from common.contract import (
     LEAVE_TYPE_BY_NAME,
@@ -29,6 +30,7 @@ from common.contract import (
     ToolName,
     canonical_leave_type,
 )
+from common.dbapi import CompiledStatement, Row
 from common.sqlite import utcnow
 
 from .messages import Refusal
@@ -72,9 +74,17 @@ def working_days(start: dt.date, end: dt.date) -> int:
 LIKE_ESCAPE = "/"
 
 
+# The canonical leave types, and the names (aliases) of each, that a search word may name.
+TYPE_SLOTS = tuple(sorted(set(LEAVE_TYPE_BY_NAME.values())))
+TYPE_NAMES = {
+    canonical: tuple(name for name, of in LEAVE_TYPE_BY_NAME.items() if of == canonical)
+    for canonical in TYPE_SLOTS
+}
+
+
 def _matches(word: int) -> ColumnElement[bool]:
-    """Search word number `word` (bound as term_<n> and types_<n>) against the reason, type (or
-    an alias of it), dates, ID and owner."""
+    """Search word number `word` (bound as term_<n>, and type_<n>_<slot> for the types it
+    names) against the reason, type (or an alias of it), dates, ID and owner."""
     term = bindparam(f"term_{word}", type_=String())
     return or_(
         Leave.reason.icontains(term, escape=LIKE_ESCAPE),
@@ -83,22 +93,41 @@ def _matches(word: int) -> ColumnElement[bool]:
         Employee.name.icontains(term, escape=LIKE_ESCAPE),
         cast(Leave.start_date, String).contains(term, escape=LIKE_ESCAPE),
         cast(Leave.end_date, String).contains(term, escape=LIKE_ESCAPE),
-        Leave.leave_type.in_(bindparam(f"types_{word}", expanding=True)),
+        Leave.leave_type.in_(
+            [bindparam(f"type_{word}_{slot}", type_=String()) for slot in range(len(TYPE_SLOTS))]
+        ),
     )
 
 
+# A search row: the leave's fields, then its owner's (see _search_statement).
+SEARCH_COLUMNS = (
+    Leave.id,
+    Leave.leave_type,
+    Leave.start_date,
+    Leave.end_date,
+    Leave.days,
+    Leave.status,
+    Leave.reason,
+    Employee.id,
+    Employee.name,
+    Employee.manager_id,
+)
+
+
 @functools.cache
-def _search_statement(words: int, with_status: bool) -> Select[Leave, Employee]:
-    """The search for `words` words, built once per shape: building it took most of a
-    search's CPU, running it a tenth."""
+def _search_statement(words: int, with_status: bool) -> Executable:
+    """The search for `words` words, one shape: compiled once per shape and database by
+    LeaveService, it is run on the driver's cursor (see common.dbapi), its columns made into
+    views directly: building the query took most of a search's CPU, the ORM's execution and
+    loading most of what was left."""
     actor = bindparam("actor_id", type_=String())
     query = (
-        select(Leave, Employee)
+        select(*SEARCH_COLUMNS)
         .join(Employee, Leave.employee_id == Employee.id)
         .where(or_(Leave.employee_id == actor, Employee.manager_id == actor))
     )
     if with_status:
-        query = query.where(Leave.status == bindparam("status"))
+        query = query.where(Leave.status == bindparam("status", type_=String()))
     for word in range(words):  # every word must match somewhere
         query = query.where(_matches(word))
     return query.order_by(Leave.start_date.desc()).limit(MAX_SEARCH_RESULTS)
@@ -115,9 +144,10 @@ def _search_values(actor_id: str, words: list[str], status: str | None) -> dict[
             .replace("_", f"{LIKE_ESCAPE}_")
         )
         values[f"term_{word}"] = escaped
-        values[f"types_{word}"] = [
-            canonical for name, canonical in LEAVE_TYPE_BY_NAME.items() if term.casefold() in name
-        ]
+        # the types the word names (an alias or part of one), in fixed slots; NULL matches none
+        named = [t for t in TYPE_SLOTS if any(term.casefold() in n for n in TYPE_NAMES[t])]
+        for slot in range(len(TYPE_SLOTS)):
+            values[f"type_{word}_{slot}"] = named[slot] if slot < len(named) else None
     return values
 
 
@@ -132,6 +162,7 @@ class LeaveService:
     def __init__(self, db: Database, *, production: bool = False) -> None:
         self.db = db
         self.production = production
+        self._searches: dict[tuple[int, bool], CompiledStatement] = {}
 
     # -- identity -----------------------------------------------------------------------
 
@@ -163,14 +194,19 @@ class LeaveService:
                 max_chars=MAX_KEYWORD_CHARS,
                 max_words=MAX_KEYWORD_WORDS,
             )
-        with self.db.read() as s:
-            query = _search_statement(len(words), bool(status))
-            rows = s.execute(query, _search_values(actor_id, words, status)).all()
-            # A row names the actor as its owner or its owner's manager, so (foreign keys) the
-            # actor exists; only an empty answer needs to look.
-            if not rows:
+        shape = (len(words), bool(status))
+        search = self._searches.get(shape)
+        if search is None:
+            search = CompiledStatement(_search_statement(*shape), self.db.engine.dialect)
+            self._searches[shape] = search
+        with self.db.cursor() as cursor:
+            rows = search.all(cursor, _search_values(actor_id, words, status))
+        # A row names the actor as its owner or its owner's manager, so (foreign keys) the
+        # actor exists; only an empty answer needs to look.
+        if not rows:
+            with self.db.read() as s:
                 self._employee(s, actor_id)
-            return [self._view(leave, owner, actor_id) for leave, owner in rows]
+        return [_row_view(row, actor_id) for row in rows]
 
     def balance(self, actor_id: str) -> BalanceResult:
         with self.db.read() as s:
@@ -432,17 +468,7 @@ class LeaveService:
 
     @staticmethod
     def _next_steps(leave: Leave, owner: Employee, actor_id: str) -> list[str]:
-        """The one-step moves this actor may make: the owner submits, the manager decides."""
-        status = leave.status
-        if status == LeaveStatus.DRAFT and actor_id == owner.id:
-            return list(NEXT_STATUSES[LeaveStatus.DRAFT])
-        if (
-            status == LeaveStatus.SUBMITTED
-            and actor_id == owner.manager_id
-            and actor_id != owner.id
-        ):
-            return list(NEXT_STATUSES[LeaveStatus.SUBMITTED])
-        return []
+        return next_steps(leave.status, owner.id, owner.manager_id, actor_id)
 
     @staticmethod
     def _refuse_step(
@@ -548,6 +574,33 @@ class LeaveService:
             reason=leave.reason,
             next_steps=self._next_steps(leave, owner, actor_id),
         )
+
+
+def next_steps(status: str, owner_id: str, manager_id: str | None, actor_id: str) -> list[str]:
+    """The one-step moves this actor may make: the owner submits, the manager decides."""
+    if status == LeaveStatus.DRAFT and actor_id == owner_id:
+        return list(NEXT_STATUSES[LeaveStatus.DRAFT])
+    if status == LeaveStatus.SUBMITTED and actor_id == manager_id and actor_id != owner_id:
+        return list(NEXT_STATUSES[LeaveStatus.SUBMITTED])
+    return []
+
+
+def _row_view(row: Row, actor_id: str) -> LeaveView:
+    """A search row (SEARCH_COLUMNS) as the actor sees it: what _view makes of the objects."""
+    leave_id, leave_type, start, end, days, status, reason, owner_id, owner_name, manager = row
+    return LeaveView(
+        leave_id=leave_id,
+        employee_id=owner_id,
+        employee_name=owner_name,
+        leave_type=leave_type,
+        start_date=start.isoformat(),
+        end_date=end.isoformat(),
+        days=days,
+        hours=days * HOURS_PER_DAY,
+        status=status,
+        reason=reason,
+        next_steps=next_steps(status, owner_id, manager, actor_id),
+    )
 
 
 def _rowcount(result: Result[typing.Any]) -> int:

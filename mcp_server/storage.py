@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 from sqlalchemy import Date, DateTime, Dialect, Float, ForeignKey, Integer, String, text
+from sqlalchemy.engine.interfaces import DBAPICursor
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 from sqlalchemy.types import TypeDecorator
 
+from common.dbapi import pooled_cursor
 from common.sqlite import create_engine_for, utcnow
 
 # Any number the servers sharing a database agree on: it names the lock around creating tables.
@@ -143,6 +145,10 @@ class Database:
         """One transaction: committed on success, rolled back on any exception."""
         with self._writer() as session, session.begin():
             yield session
+
+    def cursor(self) -> AbstractContextManager[DBAPICursor]:
+        """A driver cursor for a single read statement (see common.dbapi)."""
+        return pooled_cursor(self.engine)
 
     def ping(self) -> None:
         with self.engine.connect() as connection:
