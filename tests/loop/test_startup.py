@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-import pytest
+import gc
+import socket
 
-from common.entrypoint import load_settings
+import pytest
+import uvicorn
+
+from common.entrypoint import load_settings, serve
 from loop.settings import LoopSettings
+from stack.processes import free_port
 from tests.support import port_in_use, run_to_exit
 
 
@@ -61,3 +66,19 @@ def test_a_value_that_does_not_parse_is_one_line_naming_the_variable(
 def test_log_levels_in_either_case(monkeypatch, level):
     monkeypatch.setenv("LOOP_LOG_LEVEL", level)
     assert LoopSettings().log_level == level.lower()
+
+
+def test_serving_starts_with_the_startup_objects_out_of_the_collectors_sight(monkeypatch):
+    frozen_at_start: list[int] = []
+
+    def run(_server: object, sockets: list[socket.socket]) -> None:
+        frozen_at_start.append(gc.get_freeze_count())
+        sockets[0].close()
+
+    monkeypatch.setattr(uvicorn.Server, "run", run)
+    try:
+        serve(object(), LoopSettings(port=free_port(), host="127.0.0.1"))
+    finally:
+        gc.unfreeze()
+    # a full collection under load would otherwise scan the modules and the app each time
+    assert frozen_at_start and frozen_at_start[0] > 10_000
