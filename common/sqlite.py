@@ -65,13 +65,13 @@ class WriteLockTaken(Exception):
 
 class NonWaitingWriter:
     """Writes to a SQLite database that never wait, for an event loop to make on its own
-    thread: a write costs about 0.2 ms of CPU there, and handing it to a thread and back cost
-    about as much again (measured in benchmarks/overhead.py). A connection of its own, whose
-    transactions raise WriteLockTaken at once when another connection is writing (the caller
-    then waits elsewhere), and which never checkpoints the WAL, since a checkpoint syncs the
-    disk: `checkpoint_due` says when to checkpoint (`checkpoint`) off the loop."""
+    thread: a run's two writes cost about 0.45 ms of CPU made there, and 0.95 ms handed to a
+    thread and back (measured side by side, 1000 runs each way). A connection of its own,
+    whose transactions raise WriteLockTaken at once when another connection is writing (the
+    caller then waits elsewhere), and which never checkpoints the WAL, since a checkpoint
+    syncs the disk: `checkpoint_due` says when to checkpoint (`checkpoint`) off the loop."""
 
-    CHECKPOINT_EVERY = 100  # commits; a run's few KB each keeps the WAL to a few MB
+    CHECKPOINT_EVERY = 100  # commits: a run's writes put about 40 KB of pages in the WAL each
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
@@ -86,8 +86,10 @@ class NonWaitingWriter:
 
     @staticmethod
     def for_engine(engine: Engine) -> NonWaitingWriter | None:
-        """One for a SQLite engine; None for other databases (they are written off the loop)."""
-        return NonWaitingWriter(engine) if engine.dialect.name == "sqlite" else None
+        """One for a SQLite file; None for other databases (they are written off the loop) and
+        for an in-memory one (a connection of its own would be a database of its own)."""
+        in_file = engine.url.database not in (None, "", ":memory:")
+        return NonWaitingWriter(engine) if engine.dialect.name == "sqlite" and in_file else None
 
     @contextmanager
     def transaction(self) -> Iterator[DBAPICursor]:
