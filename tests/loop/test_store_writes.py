@@ -28,17 +28,30 @@ def record(run_id: str, **values: object) -> RunRecord:
     )
 
 
-async def test_a_run_waits_off_the_loop_while_another_process_holds_the_write_lock(tmp_path):
+async def test_a_run_waits_off_the_loop_while_another_process_holds_the_write_lock(
+    tmp_path, monkeypatch
+):
     path = tmp_path / "loop.db"
     store = RunStore(f"sqlite:///{path}")
+    loop_thread = threading.current_thread()
+    begun_off_the_loop = threading.Event()
+    begin_run = store.begin_run
+
+    def recorded_begin_run(*args: object, **kwargs: object) -> object:
+        if threading.current_thread() is not loop_thread:
+            begun_off_the_loop.set()
+        return begin_run(*args, **kwargs)
+
+    monkeypatch.setattr(store, "begin_run", recorded_begin_run)
     runs = manager(store)
     other_process = sqlite3.connect(path, isolation_level=None)
     other_process.execute("BEGIN IMMEDIATE")  # holds SQLite's write lock
     try:
         started = time.monotonic()
         run = await runs.start("token", "查一下", session_id=None, confirm="decline", stream=False)
-        for _ in range(50):  # the loop turns on while the run's first write waits
-            await asyncio.sleep(0)
+        # the first write, refused at once on the loop, now waits on the writer thread; the
+        # loop hears of that through a thread of its own, so it is turning meanwhile
+        assert await asyncio.to_thread(begun_off_the_loop.wait, 10)
         # a write waiting on the loop itself would have held it for the busy timeout, 30 s
         assert time.monotonic() - started < 5
         assert not run.task.done()
