@@ -88,12 +88,12 @@ class TimedTools:
         return result
 
 
-async def measure(
-    label: str,
-    runs: list[str],
+async def run_concurrently(
+    runs: list[Any],
     concurrency: int,
-    one_run: Callable[[str], Awaitable[object]],
+    one_run: Callable[[Any], Awaitable[object]],
 ) -> tuple[float, list[float]]:
+    """`one_run(run)` for every run, `concurrency` at a time: runs/s and each one's seconds."""
     queue = list(runs)
     latencies: list[float] = []
 
@@ -145,8 +145,8 @@ async def main_async(
         loop_requests = [requests.pop() for _ in range(per_variant)]
         if label == "sequential":
             overhead_ms.clear()
-        base_rate, base_lat = await measure("baseline", base_requests, concurrency, base_run)
-        loop_rate, loop_lat = await measure("loop", loop_requests, concurrency, loop_run)
+        base_rate, base_lat = await run_concurrently(base_requests, concurrency, base_run)
+        loop_rate, loop_lat = await run_concurrently(loop_requests, concurrency, loop_run)
         base_p50 = statistics.median(base_lat) * 1000
         loop_p50 = statistics.median(loop_lat) * 1000
         print(

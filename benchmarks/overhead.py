@@ -46,7 +46,7 @@ from mcp.client.streamable_http import streamable_http_client
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from benchmarks.loop_overhead import make_drafts  # noqa: E402
+from benchmarks.loop_overhead import make_drafts, run_concurrently  # noqa: E402
 from benchmarks.seed_loop import seed_loop  # noqa: E402
 from loop.engine import AgentLoop, RunStatus, ToolInfo, ToolResult  # noqa: E402
 from loop.mcp_pool import McpPool  # noqa: E402
@@ -91,23 +91,13 @@ async def measure(
     one: Callable[[Any], Awaitable[None]],
     cpu: Callable[[], float],
 ) -> Measured:
-    """`one(request)` for every request, `concurrency` at a time."""
-    queue = list(requests)
-    latencies: list[float] = []
-
-    async def worker() -> None:
-        while queue:
-            request = queue.pop()
-            started = time.perf_counter()
-            await one(request)
-            latencies.append(time.perf_counter() - started)
-
-    cpu_before, started = cpu(), time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
-    elapsed, cpu_used = time.perf_counter() - started, cpu() - cpu_before
+    """`one(request)` for every request, `concurrency` at a time, with `cpu()` around it."""
+    cpu_before = cpu()
+    rate, latencies = await run_concurrently(requests, concurrency, one)
+    cpu_used = cpu() - cpu_before
     latencies.sort()
     return Measured(
-        rate=len(requests) / elapsed,
+        rate=rate,
         p50_ms=statistics.median(latencies) * 1000,
         p99_ms=percentile(latencies, 0.99) * 1000,
         cpu_ms=cpu_used * 1000 / len(requests),

@@ -1,7 +1,7 @@
-"""Hot statements run straight on the DBAPI cursor, for the few writes a service makes on every
+"""Hot statements run straight on the DBAPI cursor, for the few a service makes on every
 request: compiled once for the engine's dialect, with the column types' own conversions, and
 none of SQLAlchemy's work per execution (on the loop's run writes that work cost about four
-times the database's own, in CPU; see benchmarks/overhead.py)."""
+times the database's own CPU, measured side by side)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,6 @@ from typing import Any
 from sqlalchemy.engine import Dialect, Engine
 from sqlalchemy.engine.interfaces import DBAPICursor
 from sqlalchemy.sql.expression import Executable, SelectBase
-
-from .sqlite import write_transaction_begin
 
 Row = tuple[Any, ...]
 
@@ -98,28 +96,35 @@ def pooled_cursor(engine: Engine) -> Iterator[DBAPICursor]:
 
 
 @contextmanager
-def pooled_transaction(engine: Engine) -> Iterator[DBAPICursor]:
-    """A writing transaction on one of `engine`'s pooled connections, committed when the block
-    ends and rolled back when it raises. Errors are the driver's own (see integrity_error)."""
-    begin = write_transaction_begin(engine)
+def transaction(connection: Any, begin: str | None) -> Iterator[DBAPICursor]:
+    """A transaction on a DBAPI connection, opened with `begin` where the driver does not open
+    one itself; committed when the block ends, rolled back when it raises. Errors are the
+    driver's own (see integrity_error)."""
+    cursor = connection.cursor()
+    try:
+        if begin:
+            cursor.execute(begin)
+        yield cursor
+        connection.commit()
+    except BaseException:
+        connection.rollback()
+        raise
+    finally:
+        cursor.close()
+
+
+@contextmanager
+def pooled_transaction(engine: Engine, begin: str | None) -> Iterator[DBAPICursor]:
+    """A transaction (see transaction) on one of `engine`'s pooled connections."""
     connection = engine.raw_connection()
     try:
-        cursor = connection.cursor()
-        try:
-            if begin:
-                cursor.execute(begin)
+        with transaction(connection, begin) as cursor:
             yield cursor
-            connection.commit()
-        except BaseException:
-            connection.rollback()
-            raise
-        finally:
-            cursor.close()
     finally:
         connection.close()  # back to the pool
 
 
 def integrity_error(engine: Engine) -> type[Exception]:
-    """The driver's IntegrityError (a unique key taken), which pooled_transaction raises."""
+    """The driver's IntegrityError (a unique key taken), which transaction raises."""
     error: type[Exception] = engine.dialect.loaded_dbapi.IntegrityError
     return error

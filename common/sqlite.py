@@ -14,6 +14,8 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.engine.interfaces import DBAPICursor
 
+from .dbapi import transaction
+
 
 def create_engine_for(url: str) -> Engine:
     """An engine for `url`. SQLite gets WAL, a busy timeout, foreign keys, and transactions that
@@ -93,20 +95,13 @@ class NonWaitingWriter:
 
     @contextmanager
     def transaction(self) -> Iterator[DBAPICursor]:
-        connection = self._connection
-        cursor = connection.cursor()
         try:
-            try:
-                cursor.execute("BEGIN IMMEDIATE")
+            with transaction(self._connection, "BEGIN IMMEDIATE") as cursor:
                 yield cursor
-                connection.commit()
-            except BaseException as error:
-                connection.rollback()
-                if _is_busy(error):
-                    raise WriteLockTaken() from None
-                raise
-        finally:
-            cursor.close()
+        except sqlite3.OperationalError as error:
+            if error.sqlite_errorcode == sqlite3.SQLITE_BUSY:
+                raise WriteLockTaken() from None
+            raise
         self._commits += 1
 
     def checkpoint_due(self) -> bool:
@@ -127,13 +122,6 @@ class NonWaitingWriter:
 
     def close(self) -> None:
         self._connection.close()
-
-
-def _is_busy(error: BaseException) -> bool:
-    return (
-        isinstance(error, sqlite3.OperationalError)
-        and getattr(error, "sqlite_errorcode", None) == sqlite3.SQLITE_BUSY
-    )
 
 
 def utcnow() -> dt.datetime:

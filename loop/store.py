@@ -31,7 +31,12 @@ from sqlalchemy.engine.interfaces import DBAPICursor
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
 from common.dbapi import CompiledStatement, integrity_error, pooled_transaction
-from common.sqlite import NonWaitingWriter, create_engine_for, utcnow
+from common.sqlite import (
+    NonWaitingWriter,
+    create_engine_for,
+    utcnow,
+    write_transaction_begin,
+)
 
 from .engine import IN_PROGRESS
 
@@ -166,17 +171,13 @@ def _column_default(column: Column[Any]) -> Any:
     return default.arg(None)  # type: ignore[attr-defined]  # a callable, given no context
 
 
-def _run_row(record: RunRecord, **values: Any) -> dict[str, Any]:
-    """Every column of the run's row: `values`, else the record's, else the column default."""
+def _run_row(record: RunRecord) -> dict[str, Any]:
+    """Every column of the run's row: the record's value, else the column default."""
     row: dict[str, Any] = {}
     for column in RUNS.columns:
-        value = values.get(column.key, getattr(record, column.key))
+        value = getattr(record, column.key)
         row[column.key] = _column_default(column) if value is None else value
     return row
-
-
-def _finished_values(record: RunRecord) -> dict[str, Any]:
-    return {name: getattr(record, name) for name in FINISHED_COLUMNS}
 
 
 def _finish_parameters(record: RunRecord) -> dict[str, Any]:
@@ -248,6 +249,7 @@ class RunStore:
         self._writes = _Writes(self.engine.dialect)
         self._integrity_error = integrity_error(self.engine)
         self._non_waiting = NonWaitingWriter.for_engine(self.engine)
+        self._begin = write_transaction_begin(self.engine)
 
     @property
     def writes_without_waiting(self) -> bool:
@@ -258,7 +260,7 @@ class RunStore:
 
     def _transaction(self, wait: bool) -> AbstractContextManager[DBAPICursor]:
         if wait or self._non_waiting is None:
-            return pooled_transaction(self.engine)
+            return pooled_transaction(self.engine, self._begin)
         return self._non_waiting.transaction()
 
     def checkpoint_due(self) -> bool:
@@ -335,10 +337,9 @@ class RunStore:
         run is stored, the history is not touched."""
         writes = self._writes
         with self._transaction(wait) as cursor:
-            finished = _finished_values(record)
             if writes.finish_run.execute(cursor, _finish_parameters(record)) == 0:
                 # its start was never stored (the store failed then)
-                writes.insert_run.execute(cursor, _run_row(record, **finished))
+                writes.insert_run.execute(cursor, _run_row(record))
             if remember is None:
                 return True
             return _append(cursor, writes, record.session_id, record.user_key, remember, limit)
@@ -364,7 +365,7 @@ class RunStore:
         """Make the session the user's if it is nobody's yet, in one transaction; True when it
         is (now) the user's. The first user of a session id owns it for good."""
         try:
-            with pooled_transaction(self.engine) as cursor:
+            with pooled_transaction(self.engine, self._begin) as cursor:
                 return _claim(cursor, self._writes, session_id, user_key) is not None
         except self._integrity_error:  # a concurrent writer created it first (databases without
             # SQLite's up-front write lock): whoever won owns it
@@ -374,7 +375,7 @@ class RunStore:
         self, session_id: str, user_key: str, messages: list[dict[str, Any]], limit: int
     ) -> bool:
         """Append to the user's own session; False (and nothing written) for anyone else's."""
-        with pooled_transaction(self.engine) as cursor:
+        with pooled_transaction(self.engine, self._begin) as cursor:
             return _append(cursor, self._writes, session_id, user_key, messages, limit)
 
     def save_steps(self, run_id: str, steps: list[dict[str, Any]], *, wait: bool = True) -> None:

@@ -12,7 +12,6 @@ interleave, so whatever a write decides from an earlier read is guarded here by 
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import hashlib
 import secrets
 import typing
@@ -114,7 +113,6 @@ SEARCH_COLUMNS = (
 )
 
 
-@functools.cache
 def _search_statement(words: int, with_status: bool) -> Executable:
     """The search for `words` words, one shape: compiled once per shape and database by
     LeaveService, it is run on the driver's cursor (see common.dbapi), its columns made into
@@ -305,7 +303,7 @@ class LeaveService:
                 if current == LeaveStatus.APPROVED:
                     raise Refusal("use_cancel_tool", leave_id=leave.id, current=current)
                 raise Refusal("invalid_status", requested=requested)
-            allowed = self._next_steps(leave, owner, actor.id)
+            allowed = next_steps(leave.status, owner.id, owner.manager_id, actor.id)
             if requested not in allowed:
                 self._refuse_step(leave, owner, actor, requested, allowed)
             # The status first: a concurrent decision then loses as a conflict, before it
@@ -467,10 +465,6 @@ class LeaveService:
         return leave, owner
 
     @staticmethod
-    def _next_steps(leave: Leave, owner: Employee, actor_id: str) -> list[str]:
-        return next_steps(leave.status, owner.id, owner.manager_id, actor_id)
-
-    @staticmethod
     def _refuse_step(
         leave: Leave, owner: Employee, actor: Employee, requested: str, allowed: list[str]
     ) -> None:
@@ -560,20 +554,21 @@ class LeaveService:
             outcome=outcome,
         )
 
-    def _view(self, leave: Leave, owner: Employee, actor_id: str) -> LeaveView:
-        return LeaveView(
-            leave_id=leave.id,
-            employee_id=owner.id,
-            employee_name=owner.name,
-            leave_type=leave.leave_type,
-            start_date=leave.start_date.isoformat(),
-            end_date=leave.end_date.isoformat(),
-            days=leave.days,
-            hours=leave.days * HOURS_PER_DAY,
-            status=leave.status,
-            reason=leave.reason,
-            next_steps=self._next_steps(leave, owner, actor_id),
+    @staticmethod
+    def _view(leave: Leave, owner: Employee, actor_id: str) -> LeaveView:
+        row = (
+            leave.id,
+            leave.leave_type,
+            leave.start_date,
+            leave.end_date,
+            leave.days,
+            leave.status,
+            leave.reason,
+            owner.id,
+            owner.name,
+            owner.manager_id,
         )
+        return _row_view(row, actor_id)
 
 
 def next_steps(status: str, owner_id: str, manager_id: str | None, actor_id: str) -> list[str]:
@@ -586,7 +581,7 @@ def next_steps(status: str, owner_id: str, manager_id: str | None, actor_id: str
 
 
 def _row_view(row: Row, actor_id: str) -> LeaveView:
-    """A search row (SEARCH_COLUMNS) as the actor sees it: what _view makes of the objects."""
+    """A search row (SEARCH_COLUMNS' values) as the actor sees it."""
     leave_id, leave_type, start, end, days, status, reason, owner_id, owner_name, manager = row
     return LeaveView(
         leave_id=leave_id,
