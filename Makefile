@@ -72,6 +72,10 @@ BENCH_ARGS ?=
 bench: $(SYNCED) ## loop (engine, service, seed script) and MCP server (ours, minimal) overhead side by side
 	$(PY) benchmarks/overhead.py $(BENCH_ARGS)
 
+.PHONY: bench-search
+bench-search: $(SYNCED) ## search_leaves query cost as the company grows (100 to 4000 employees)
+	$(PY) benchmarks/search_scale.py
+
 .PHONY: bench-mcp
 bench-mcp: $(SYNCED) ## benchmark MCP tool-call round trips (prints p50/p99, calls/s)
 	$(PY) benchmarks/mcp_roundtrip.py

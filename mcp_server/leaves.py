@@ -16,7 +16,7 @@ import hashlib
 import secrets
 import typing
 
-from sqlalchemy import ColumnElement, String, bindparam, cast, or_, select, update
+from sqlalchemy import ColumnElement, String, bindparam, cast, literal_column, or_, select, update
 from sqlalchemy.engine import CursorResult, Result
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.expression import Executable
@@ -119,13 +119,24 @@ def _search_statement(words: int, with_status: bool) -> Executable:
     views directly: building the query took most of a search's CPU, the ORM's execution and
     loading most of what was left."""
     actor = bindparam("actor_id", type_=String())
+    # The actor's own leaves and their reports', found through the employees first: the same
+    # rows as "owner is the actor or the owner's manager is", which no index serves (every
+    # search scanned every leave: 8.5 ms at 50,000 leaves), where this reads the leaves of a
+    # handful of employees by ix_leaves_employee_id.
+    visible_owners = select(Employee.id).where(
+        or_(Employee.id == actor, Employee.manager_id == actor)
+    )
     query = (
         select(*SEARCH_COLUMNS)
         .join(Employee, Leave.employee_id == Employee.id)
-        .where(or_(Leave.employee_id == actor, Employee.manager_id == actor))
+        .where(Leave.employee_id.in_(visible_owners))
     )
     if with_status:
-        query = query.where(Leave.status == bindparam("status", type_=String()))
+        # status || '': an expression, which no database reads through ix_leaves_status;
+        # SQLite, knowing nothing of how many leaves share a status, would otherwise read
+        # every leave of that status instead of the few of the owners.
+        status = Leave.status.concat(literal_column("''"))
+        query = query.where(status == bindparam("status", type_=String()))
     for word in range(words):  # every word must match somewhere
         query = query.where(_matches(word))
     return query.order_by(Leave.start_date.desc()).limit(MAX_SEARCH_RESULTS)

@@ -8,7 +8,7 @@ import re
 import pytest
 from sqlalchemy import select
 
-from mcp_server.leaves import LeaveService
+from mcp_server.leaves import LeaveService, _search_statement
 from mcp_server.storage import AuditEntry, Balance
 from mcp_server.tools import build_server
 
@@ -454,6 +454,26 @@ def test_search_matches_wildcards_and_the_escape_character_literally_in_every_wo
     assert [v.leave_id for v in service.search("E001", "上午", "draft")] == [created.leave_id]
     assert service.search("E001", "上午", "approved") == []
     assert service.search("E001", "5_%", None) == []  # "_" is not "any one character"
+
+
+@pytest.mark.parametrize(("words", "with_status"), [(0, False), (1, False), (2, True)])
+def test_a_search_reads_the_leaves_of_the_actor_and_reports_by_index_not_every_leave(
+    service, words, with_status
+):
+    """What a search costs follows what the actor may see, not the size of the company: the
+    leaves are read through their owner's index, the owners through the employees' keys."""
+    if service.db.engine.dialect.name != "sqlite":
+        pytest.skip("SQLite's query plan; PostgreSQL plans by its statistics of the data")
+    sql = str(_search_statement(words, with_status).compile(dialect=service.db.engine.dialect))
+    with service.db.engine.connect() as connection:
+        plan = [
+            row[-1]
+            for row in connection.exec_driver_sql(
+                f"EXPLAIN QUERY PLAN {sql}", (None,) * sql.count("?")
+            )
+        ]
+    assert not [step for step in plan if step.startswith("SCAN")], plan
+    assert "SEARCH leaves USING INDEX ix_leaves_employee_id (employee_id=?)" in plan, plan
 
 
 def test_a_search_by_an_employee_who_does_not_exist_is_an_error_not_an_empty_list(service):
