@@ -1,0 +1,103 @@
+"""What the model client sends: the OpenAI chat completions request, whole or streamed."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from loop.model import OpenAIChatModel
+from tests.support import free_port, http_ok, wait_until
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "search_leaves",
+            "description": "Search leaves.",
+            "parameters": {"type": "object", "properties": {"keyword": {"type": "string"}}},
+        },
+    }
+]
+MESSAGES = [
+    {"role": "system", "content": "你是請假助理。"},
+    {"role": "user", "content": "查一下我那張家庭旅遊的假"},
+]
+USAGE = {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14}
+
+
+class Recorded:
+    def __init__(self) -> None:
+        self.requests: list[tuple[dict[str, str], dict[str, Any]]] = []
+
+    async def completions(self, request: Request) -> Response:
+        body = await request.json()
+        self.requests.append((dict(request.headers), body))
+        if not body.get("stream"):
+            return JSONResponse({"id": "c", "object": "chat.completion", "created": 0, "model": "m",
+                                 "choices": [{"index": 0, "finish_reason": "stop",
+                                              "message": {"role": "assistant", "content": "好"}}],
+                                 "usage": USAGE})  # fmt: skip
+
+        def events() -> Iterator[bytes]:
+            for delta, usage in (({"role": "assistant", "content": "好"}, None), ({}, USAGE)):
+                chunk = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m",
+                         "choices": [] if usage else [{"index": 0, "delta": delta,
+                                                       "finish_reason": None}],
+                         "usage": usage}  # fmt: skip
+                yield f"data: {json.dumps(chunk)}\n\n".encode()
+            yield b"data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+
+@pytest.fixture(scope="module")
+def model_server() -> Iterator[tuple[str, Recorded]]:
+    recorded = Recorded()
+    port = free_port()
+    app = Starlette(routes=[Route("/v1/chat/completions", recorded.completions, methods=["POST"]),
+                            Route("/health", lambda _: Response("ok"))])  # fmt: skip
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{port}"
+    wait_until(lambda: http_ok(f"{base}/health"), timeout=10, what="the recording model server")
+    yield f"{base}/v1", recorded
+    server.should_exit = True
+    thread.join(10)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_the_request_is_the_chat_completions_request_with_the_api_key(model_server, stream):
+    base_url, recorded = model_server
+    recorded.requests.clear()
+    model = OpenAIChatModel(
+        base_url=base_url, model="leave-copilot", api_key="sk-site", max_tokens=256, stream=stream
+    )
+    try:
+        reply = await model.complete(MESSAGES, TOOLS)
+    finally:
+        await model.close()
+    assert reply.message["content"] == "好"
+    assert (reply.prompt_tokens, reply.completion_tokens) == (11, 3)
+    [(headers, body)] = recorded.requests
+    assert headers["authorization"] == "Bearer sk-site"
+    assert headers["content-type"] == "application/json"
+    expected: dict[str, Any] = {
+        "model": "leave-copilot",
+        "messages": MESSAGES,
+        "tools": TOOLS,
+        "temperature": 0.0,
+        "max_tokens": 256,
+    }
+    if stream:
+        expected |= {"stream": True, "stream_options": {"include_usage": True}}
+    assert body == expected
