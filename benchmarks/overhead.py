@@ -374,7 +374,7 @@ def main() -> None:
         # the loop's: its database gets the drafts the seed task submits
         mcp, db_url, _ = stack.enter_context(leave_mcp_server(workdir, "loop-leaves"))
         # the one next to the minimal server: the demo data only, as a deployment has it
-        # (thousands of drafts of one employee would make its search a table scan)
+        # (its one employee's thousands of drafts would make every search read them all)
         measured_mcp, _, mcp_process = stack.enter_context(
             leave_mcp_server(workdir, "measured-leaves")
         )
