@@ -75,6 +75,8 @@ class ActiveRun:
     history: list[dict[str, Any]] | None = None  # given by the caller instead of the session
     remember: bool = True  # append this run to its session's history
     cancelling: bool = False  # cancelled while a confirmation was open: stop after its call
+    streamed: bool = False  # its events go to the client; a run answered whole has no reader
+    new_session: bool = False  # a session id made for it, which nobody else can know yet
     task: asyncio.Task[dict[str, Any]] | None = None
 
     async def outcome(self) -> dict[str, Any]:
@@ -87,7 +89,8 @@ class ActiveRun:
     created_at: dt.datetime = field(default_factory=utcnow)
 
     async def emit(self, kind: str, data: dict[str, Any]) -> None:
-        await self.events.put((kind, data))
+        if self.streamed:
+            await self.events.put((kind, data))
 
 
 def accept_content(schema: dict[str, Any]) -> dict[str, Any]:
@@ -276,6 +279,8 @@ class RunManager:
             confirm=confirm,
             history=history,
             remember=history is None,
+            streamed=stream,
+            new_session=session_id is None,
         )
         self.active[run.id] = run
         run.task = asyncio.create_task(self._execute(run, token, stream))
@@ -316,14 +321,15 @@ class RunManager:
             result = _empty_result(run, RunStatus.FAILED, f"internal: {type(error).__name__}")
         final = self._final(run, result)
         try:
-            await self._remember(run, record, result, history)
+            await self._remember(run, record, result, history, final["steps"])
         except Exception:
             logger.exception("could not record run %s", run.id)
         self._count(run, result)
         if self._trace_model_name:
             log_run(run.id, self._trace_model_name, result)
         await run.emit("run.finished", final)
-        await run.events.put(None)
+        if run.streamed:
+            await run.events.put(None)
         self.active.pop(run.id, None)
         return final
 
@@ -331,8 +337,9 @@ class RunManager:
         """Store the run as started and give its history. The session becomes the run's
         user's before anything is read or written; another user's session id gets a fresh
         session instead (ownership is settled by the store, atomically, so two users racing on
-        one new id cannot both have it)."""
-        claim = run.history is None
+        one new id cannot both have it). A session id made for this run is nobody's, and
+        nobody else can know it yet: the session is written when the run ends, with its history."""
+        claim = run.history is None and not run.new_session
         while (
             stored := await self._write(partial(self.store.begin_run, record, claim_session=claim))
         ) is None:
@@ -340,11 +347,16 @@ class RunManager:
         return run.history if run.history is not None else stored
 
     async def _remember(
-        self, run: ActiveRun, record: RunRecord, result: RunResult, history: list[dict[str, Any]]
+        self,
+        run: ActiveRun,
+        record: RunRecord,
+        result: RunResult,
+        history: list[dict[str, Any]],
+        steps: list[dict[str, Any]],
     ) -> None:
-        """Store the finished run and, for a run of a session, its messages in the session's
-        history: one transaction."""
-        self._record(record, result, history)
+        """Store the finished run (`steps`: its steps as the final result has them) and, for a
+        run of a session, its messages in the session's history: one transaction."""
+        self._record(record, result, history, steps)
         remember = run.remember and result.status in (RunStatus.COMPLETED, RunStatus.MAX_TURNS)
         remembered = await self._write(
             partial(
@@ -412,12 +424,17 @@ class RunManager:
         return final
 
     @staticmethod
-    def _record(record: RunRecord, result: RunResult, history: list[dict[str, Any]]) -> None:
+    def _record(
+        record: RunRecord,
+        result: RunResult,
+        history: list[dict[str, Any]],
+        steps: list[dict[str, Any]],
+    ) -> None:
         record.status = result.status
         record.answer = result.answer
         record.reason = result.reason
         record.result = result.result
-        record.steps = [s.to_dict() for s in result.steps]
+        record.steps = steps
         record.messages = result.messages
         record.tools = result.tools
         record.history = history
