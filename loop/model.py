@@ -18,7 +18,7 @@ logger = logging.getLogger(__name__)
 MAX_RETRY_AFTER_SECONDS = 30.0
 # The request goes as the body we build, through the SDK's own request, errors and parsing:
 # `chat.completions.create` would first walk every message and tool schema against its
-# parameter types (a tenth of a run's CPU in the loop service), which changes nothing here.
+# parameter types (a fifth to a quarter of a read run's CPU), which changes nothing here.
 CHAT_COMPLETIONS = "/chat/completions"
 # The authentication `create` asks for: the API key as a bearer token.
 BEARER: openai.RequestOptions = {"security": {"bearer_auth": True}}
