@@ -6,8 +6,12 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
+
+import uvicorn
 
 from stack.compose import REPO_ROOT
 from stack.processes import (
@@ -32,8 +36,25 @@ __all__ = [
     "run_to_exit",
     "running",
     "seed_database",
+    "serving_in_thread",
     "wait_until",
 ]
+
+
+@contextmanager
+def serving_in_thread(app: Any, what: str) -> Iterator[str]:
+    """`app` served by uvicorn on a free local port, in a thread of this process: its base URL,
+    once it accepts connections."""
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: server.started, timeout=10, what=what)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
 
 
 def run_to_exit(module_args: list[str], env: Mapping[str, str]) -> tuple[int, str]:

@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from loop.model import OpenAIChatModel
-from tests.support import free_port, http_ok, wait_until
+from tests.support import serving_in_thread
 
 TOOLS = [
     {
@@ -62,17 +60,9 @@ class Recorded:
 @pytest.fixture(scope="module")
 def model_server() -> Iterator[tuple[str, Recorded]]:
     recorded = Recorded()
-    port = free_port()
-    app = Starlette(routes=[Route("/v1/chat/completions", recorded.completions, methods=["POST"]),
-                            Route("/health", lambda _: Response("ok"))])  # fmt: skip
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    base = f"http://127.0.0.1:{port}"
-    wait_until(lambda: http_ok(f"{base}/health"), timeout=10, what="the recording model server")
-    yield f"{base}/v1", recorded
-    server.should_exit = True
-    thread.join(10)
+    app = Starlette(routes=[Route("/v1/chat/completions", recorded.completions, methods=["POST"])])
+    with serving_in_thread(app, "the recording model server") as base:
+        yield f"{base}/v1", recorded
 
 
 @pytest.mark.parametrize("stream", [False, True])

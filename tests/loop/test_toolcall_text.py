@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -17,7 +15,7 @@ from starlette.routing import Route
 from common.contract import ToolName
 from loop.model import OpenAIChatModel
 from loop.toolcall_text import content_of_tool_turn, could_open_tool_call, looks_like_tool_call
-from tests.support import free_port, http_ok, wait_until
+from tests.support import serving_in_thread
 
 TOOLS = {"search_leaves", "update_leave_status", "cancel_approved_leave"}
 ALL_TOOLS = {str(name) for name in ToolName}
@@ -125,17 +123,9 @@ async def completions(request: Request) -> Response:
 
 @pytest.fixture(scope="module")
 def late_parser_server() -> Iterator[str]:
-    port = free_port()
-    app = Starlette(routes=[Route("/v1/chat/completions", completions, methods=["POST"]),
-                            Route("/health", lambda _: Response("ok"))])  # fmt: skip
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    base = f"http://127.0.0.1:{port}"
-    wait_until(lambda: http_ok(f"{base}/health"), timeout=10, what="the fake model server")
-    yield f"{base}/v1"
-    server.should_exit = True
-    thread.join(10)
+    app = Starlette(routes=[Route("/v1/chat/completions", completions, methods=["POST"])])
+    with serving_in_thread(app, "the fake model server") as base:
+        yield f"{base}/v1"
 
 
 async def reply(base_url: str, stream: bool, turn: str) -> tuple[dict, list[str]]:
