@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 # Tool calls are single-digit milliseconds on loopback; cover 1 ms to 10 s.
 TOOL_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -22,6 +22,14 @@ class ServerMetrics:
             "Time spent inside a tool, from arguments to result.",
             ["tool"],
             buckets=TOOL_BUCKETS,
+            registry=self.registry,
+        )
+        # A call that started and has not ended: a write waiting on a locked database shows
+        # here long before its duration is observed.
+        self.tool_calls_in_progress = Gauge(
+            "leave_mcp_tool_calls_in_progress",
+            "Tool calls started and not yet ended, by tool.",
+            ["tool"],
             registry=self.registry,
         )
         self.elicitations = Counter(

@@ -143,6 +143,8 @@ def failed(context: ToolContext, tool: str, code: str = "internal_error") -> Cal
 async def run(context: ToolContext, tool: str, work: Callable[[], BaseModel]) -> CallToolResult:
     """Run blocking rule code off the event loop; map its outcome to a tool result."""
     started = time.perf_counter()
+    in_progress = context.metrics.tool_calls_in_progress.labels(tool)
+    in_progress.inc()
     try:
         result = await anyio.to_thread.run_sync(work)
     except Refusal as refusal:
@@ -160,6 +162,7 @@ async def run(context: ToolContext, tool: str, work: Callable[[], BaseModel]) ->
         )
         return failed(context, tool)
     finally:
+        in_progress.dec()
         context.metrics.tool_duration.labels(tool).observe(time.perf_counter() - started)
     context.metrics.tool_calls.labels(tool, "ok").inc()
     return ok(result)

@@ -131,6 +131,11 @@ def test_a_restart_mid_write_leaves_the_started_write_in_the_record(dependencies
             client = threading.Thread(target=post_and_lose_the_answer, args=(base, body))
             client.start()
             wait_until(started_write, timeout=30, what="the write step in the record")
+            # The step is saved before the call goes out: kill the loop only once the MCP
+            # server has the write in hand, or it may never have been sent.
+            wait_until(
+                lambda: writes_in_progress(mcp) == 1, timeout=30, what="the write at the server"
+            )
             loop.process.kill()  # the loop dies while the write waits for the lock
             loop.stop()
             client.join()
@@ -147,6 +152,19 @@ def test_a_restart_mid_write_leaves_the_started_write_in_the_record(dependencies
     assert update["arguments"] == {"leave_id": leave_id, "status": "submitted"}
     assert update["error"] == "interrupted: outcome unknown"
     assert next(s["name"] for s in record["steps"] if s["type"] == "tool") == "search_leaves"
+
+
+def writes_in_progress(mcp: str) -> float:
+    metrics = httpx.get(f"{mcp.removesuffix('/mcp')}/metrics").text
+    sample = 'leave_mcp_tool_calls_in_progress{tool="update_leave_status"} '
+    return next(
+        (
+            float(line.removeprefix(sample))
+            for line in metrics.splitlines()
+            if line.startswith(sample)
+        ),
+        0.0,
+    )
 
 
 def post_and_lose_the_answer(base: str, body: dict) -> None:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+import threading
 
+import anyio.to_thread
 import pytest
 from sqlalchemy import select
 
@@ -119,6 +122,33 @@ async def test_unknown_id_tells_the_model_to_search_first(connect, metrics):
     assert error_code(result) == "unknown_leave_id"
     assert "search_leaves" in result.content[0].text
     assert metrics.rule_refusals.labels("unknown_id")._value.get() == 1
+
+
+async def test_a_tool_call_under_way_is_counted_in_progress_until_it_ends(
+    connect, service, metrics, monkeypatch
+):
+    entered, release = threading.Event(), threading.Event()
+    change_status = service.change_status
+
+    def held(*args):  # the write waits, as it would for a locked database
+        entered.set()
+        release.wait(10)
+        return change_status(*args)
+
+    monkeypatch.setattr(service, "change_status", held)
+    in_progress = metrics.tool_calls_in_progress.labels("update_leave_status")
+    async with connect("E001") as client:
+        trip = (await find(client, "家庭旅遊"))[0]["leave_id"]
+        call = asyncio.create_task(
+            client.call_tool("update_leave_status", {"leave_id": trip, "status": "submitted"})
+        )
+        assert await anyio.to_thread.run_sync(entered.wait, 10)
+        during = in_progress._value.get()
+        release.set()
+        result = await call
+    assert during == 1
+    assert not result.is_error, result.content
+    assert in_progress._value.get() == 0
 
 
 async def test_another_employees_leave_is_indistinguishable_from_a_missing_one(connect):
