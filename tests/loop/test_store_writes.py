@@ -100,6 +100,49 @@ async def test_the_wal_is_checkpointed_on_the_writer_thread(tmp_path, monkeypatc
     store.dispose()
 
 
+async def test_writes_during_a_checkpoint_wait_for_it_then_are_made_on_the_loop(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(NonWaitingWriter, "CHECKPOINT_EVERY", 1)
+    store = RunStore(f"sqlite:///{tmp_path / 'loop.db'}")
+    checkpoint, begin_run = store.checkpoint, store.begin_run
+    under_way, release = threading.Event(), threading.Event()
+    loop_thread = threading.current_thread()
+    written_on_the_loop: list[bool] = []
+
+    def held_checkpoint() -> None:
+        under_way.set()
+        release.wait(10)
+        checkpoint()
+
+    def recorded_begin_run(*args: object, **kwargs: object) -> object:
+        written_on_the_loop.append(threading.current_thread() is loop_thread)
+        return begin_run(*args, **kwargs)
+
+    monkeypatch.setattr(store, "checkpoint", held_checkpoint)
+    monkeypatch.setattr(store, "begin_run", recorded_begin_run)
+    runs = manager(store)
+    await runs._write(partial(store.begin_run, record("r0"), claim_session=True))
+    assert await asyncio.to_thread(under_way.wait, 10)  # the checkpoint after it is under way
+    writes = [
+        asyncio.create_task(
+            runs._write(partial(store.begin_run, record(f"r{i}"), claim_session=True))
+        )
+        for i in range(1, 6)
+    ]
+    for _ in range(20):  # every write has had its turn to start
+        await asyncio.sleep(0)
+    held_back = len(written_on_the_loop)
+    release.set()
+    await asyncio.wait_for(asyncio.gather(*writes), 10)
+    runs.close()
+    assert held_back == 1  # none was made while the checkpoint was under way
+    # then each was made on the loop, none handed to the writer thread to queue behind it
+    assert written_on_the_loop == [True] * 6
+    assert len(store.recent_runs("k", 10)) == 6
+    store.dispose()
+
+
 def test_values_left_unset_stay_sql_null_and_keep_what_the_start_stored(tmp_path):
     path = tmp_path / "loop.db"
     store = RunStore(f"sqlite:///{path}")
