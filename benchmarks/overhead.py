@@ -19,6 +19,12 @@ interleaved (each round measures every cell once, the order rotated round to rou
 noisy neighbour hits all of them alike; each figure is the median over the rounds with its
 range, and the ratios are medians of the per-round ratios.
 
+With two CPUs or more the process under test gets one of its own and everything else (the
+load generator, the simulator, the MCP server it calls) shares the rest, for every cell alike
+(`--no-pin`: leave placement to the scheduler). Otherwise the engine cells, whose process is
+the load generator too, and the service cells, where the load generator is a process more
+competing for the same CPUs, would not measure the same thing.
+
     python benchmarks/overhead.py --rounds 5 --runs 60
 """
 
@@ -65,6 +71,39 @@ SEARCH_ARGUMENTS = {"keyword": "家庭旅遊"}
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 MCP_CLIENTS = 8
 WARM_RUNS = 2  # per task and way, before the first round
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where the process under test runs, and where everything else does (None: anywhere)."""
+
+    under_test: set[int] | None = None
+    helpers: set[int] | None = None
+
+    @staticmethod
+    def split() -> Placement:
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            return Placement()
+        return Placement(under_test={cpus[-1]}, helpers=set(cpus[:-1]))
+
+    def put(self, pid: int, under_test: bool) -> None:
+        """Every thread of `pid` onto its CPUs (threads started later inherit their
+        starter's)."""
+        cpus = self.under_test if under_test else self.helpers
+        if cpus is None:
+            return
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            os.sched_setaffinity(int(task.name), cpus)
+
+    def describe(self) -> str:
+        if self.under_test is None or self.helpers is None:
+            return "placement left to the scheduler"
+        return (
+            f"the process under test on CPU {','.join(map(str, sorted(self.under_test)))}; "
+            "the load generator, simulator and MCP server on CPU "
+            f"{','.join(map(str, sorted(self.helpers)))}"
+        )
 
 
 def process_cpu_seconds(pid: int) -> float:
@@ -253,6 +292,7 @@ async def run_rounds(
     ways: LoopWays,
     reasons: list[str],
     servers: list[tuple[str, str, int]],
+    placement: Placement,
 ) -> dict[Key, list[Measured]]:
     def requests_for(task: str, count: int = args.runs) -> list[str]:
         if task == "read":
@@ -274,9 +314,12 @@ async def run_rounds(
         for task in ("read", "seed"):
             for concurrency in (1, args.concurrency):
                 for name, one, cpu in rotated(loop_ways, round_no):
+                    # this process is the one under test for the engine and the seed script
+                    placement.put(os.getpid(), under_test=name != "service")
                     key = ("loop", task, str(concurrency), name)
                     measured = await measure(requests_for(task), concurrency, one, cpu)
                     results.setdefault(key, []).append(measured)
+        placement.put(os.getpid(), under_test=False)  # from here on it is the load generator
         http = await measure(
             [None] * args.runs * 4, args.concurrency, ways.http_round_trip, time.process_time
         )
@@ -315,11 +358,14 @@ def paired(numerator: list[Measured], denominator: list[Measured], field: str) -
     )
 
 
-def report(args: argparse.Namespace, results: dict[Key, list[Measured]]) -> str:
+def report(
+    args: argparse.Namespace, results: dict[Key, list[Measured]], placement: Placement
+) -> str:
     head = f"  {'':24s}{'runs/s':>24s}{'p50 ms':>24s}{'p99 ms':>24s}{'CPU ms/run':>24s}"
     lines = [
         f"{args.rounds} interleaved rounds, {args.runs} runs per cell; "
         "median [min-max] over the rounds; ratios are medians of per-round ratios",
+        f"{placement.describe()}",
         "",
     ]
     http = results[("http", str(args.concurrency))]
@@ -368,7 +414,17 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=60, help="runs per cell")
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--calls", type=int, default=400, help="MCP calls per cell")
+    parser.add_argument(
+        "--no-pin",
+        dest="pin",
+        action="store_false",
+        help="leave every process where the scheduler puts it",
+    )
     args = parser.parse_args()
+    placement = Placement.split() if args.pin else Placement()
+    # everything started from here on inherits the helpers' CPUs; the process under test of
+    # each cell is then moved onto its own
+    placement.put(os.getpid(), under_test=False)
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         workdir = Path(tmp)
         # the loop's: its database gets the drafts the seed task submits
@@ -395,6 +451,9 @@ def main() -> None:
         )
         payload = asyncio.run(search_payload(f"{measured_mcp}/mcp"))
         minimal_url, minimal_pid = stack.enter_context(minimal_server(workdir, payload))
+        # under test in their own cells, idle in the others
+        for pid in (service.process.pid, mcp_process.process.pid, minimal_pid):
+            placement.put(pid, under_test=True)
         servers = [
             ("ours", f"{measured_mcp}/mcp", mcp_process.process.pid),
             ("minimal", minimal_url, minimal_pid),
@@ -403,11 +462,11 @@ def main() -> None:
         async def main_async() -> dict[Key, list[Measured]]:
             ways = LoopWays(f"{mcp}/mcp", f"{sim}/v1", loop_url, service.process.pid)
             try:
-                return await run_rounds(args, ways, reasons, servers)
+                return await run_rounds(args, ways, reasons, servers, placement)
             finally:
                 await ways.close()
 
-        print(report(args, asyncio.run(main_async())))
+        print(report(args, asyncio.run(main_async()), placement))
 
 
 if __name__ == "__main__":
