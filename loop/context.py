@@ -15,7 +15,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from common.tokens import TOKENS_PER_REQUEST, count, message_tokens, tools_tokens
+from common.tokens import TOKENS_PER_REQUEST, count, message_tokens
 
 CONTEXT_OVERFLOW_ANSWER = (
     "這個請求連同對話內容太長，超過模型一次能讀的長度，這次沒有完成。"
@@ -55,13 +55,14 @@ class ContextWindow:
         system: dict[str, Any],
         history: Sequence[dict[str, Any]],
         current: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
+        tools_cost: int,
     ) -> list[dict[str, Any]]:
-        """The prompt, without as much of the oldest history as it takes to fit."""
+        """The prompt, without as much of the oldest history as it takes to fit; `tools_cost`:
+        the tool definitions' tokens (common.tokens.tools_tokens, counted once a run)."""
         costs = [message_tokens(m) for m in history]
         total = (
             TOKENS_PER_REQUEST
-            + tools_tokens(tools)
+            + tools_cost
             + message_tokens(system)
             + sum(message_tokens(m) for m in current)
             + sum(costs)
@@ -79,8 +80,8 @@ class ContextWindow:
         return [system, *history[start:], *current]
 
 
-def estimate(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> int:
-    return TOKENS_PER_REQUEST + tools_tokens(tools) + sum(message_tokens(m) for m in messages)
+def estimate(messages: list[dict[str, Any]], tools_cost: int) -> int:
+    return TOKENS_PER_REQUEST + tools_cost + sum(message_tokens(m) for m in messages)
 
 
 def cap_tool_result(text: str, structured: dict[str, Any] | None, limit: int) -> str:

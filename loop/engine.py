@@ -18,6 +18,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from common.contract import SYSTEM_PROMPT, TOOL_ERROR_PREFIX
+from common.tokens import tools_tokens
 
 from . import toolcall_text, verify
 from .context import (
@@ -232,15 +233,17 @@ class AgentLoop:
             state.tools = [t.openai_tool() for t in catalogue.values()]
             system = {"role": "system", "content": config.system_prompt}
             window = await self._context_window()
+            # the same definitions every turn: their JSON counted once, not twice a turn
+            tools_cost = tools_tokens(state.tools) if window is not None else 0
             for turn in range(1, config.max_turns + 1):
                 state.turns = turn
                 if window is None:
                     prompt = [system, *history, *state.messages]
                 else:
-                    prompt = window.fit(system, history, state.messages, state.tools)
+                    prompt = window.fit(system, history, state.messages, tools_cost)
                 reply = await self._call_model(prompt, state, emit)
                 if window is not None:
-                    window.observe(estimate(prompt, state.tools), reply.prompt_tokens)
+                    window.observe(estimate(prompt, tools_cost), reply.prompt_tokens)
                 message = _as_appended(reply.message)
                 state.messages.append(message)
                 calls = message.get("tool_calls") or []

@@ -105,10 +105,10 @@ def test_history_goes_oldest_turn_first_and_never_splits_a_call_from_its_result(
     system = {"role": "system", "content": "你是差勤助手。"}
     current = [{"role": "user", "content": "現在呢？"}]
     window = ContextWindow(size=1400, answer_reserve=200)
-    prompt = window.fit(system, history, current, [])
+    prompt = window.fit(system, history, current, 0)
     assert prompt[1:-1] == turn(3)  # whole turns, newest kept
     window.observe(estimated=100, reported=200)  # the model counts twice the estimate
-    assert window.fit(system, history, current, []) == [system, *current]
+    assert window.fit(system, history, current, 0) == [system, *current]
 
 
 def test_a_long_result_is_cut_to_valid_json_or_marked_text():
