@@ -229,7 +229,7 @@ class RunManager:
             # Held back until the checkpoint is done, so that it finds the WAL wholly copied
             # and the next write starts the file afresh. Waited for here, not queued behind it
             # on the thread: each write handed over cost about a millisecond there, and while
-            # they drained the next writes found the lock taken and queued too (18 % of all
+            # they drained the next writes found the lock taken and queued too (15 % of all
             # writes at concurrency 8).
             while self._checkpointing is not None and not self._checkpointing.done():
                 await asyncio.wait({self._checkpointing})  # never cancels the checkpoint
