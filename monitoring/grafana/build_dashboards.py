@@ -229,6 +229,12 @@ AGENT = Board(
             ],
             unit="reqps",
         ),
+        Panel(
+            "MCP tool calls in progress by tool",
+            [Query("sum by (tool) (leave_mcp_tool_calls_in_progress)", "{{tool}}")],
+            description="Started and not yet ended: a write waiting on a locked database "
+            "stays here while its latency has not been observed yet.",
+        ),
     ],
 )
 
