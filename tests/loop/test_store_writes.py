@@ -124,14 +124,18 @@ async def test_writes_during_a_checkpoint_wait_for_it_then_are_made_on_the_loop(
     runs = manager(store)
     await runs._write(partial(store.begin_run, record("r0"), claim_session=True))
     assert await asyncio.to_thread(under_way.wait, 10)  # the checkpoint after it is under way
-    writes = [
-        asyncio.create_task(
-            runs._write(partial(store.begin_run, record(f"r{i}"), claim_session=True))
-        )
-        for i in range(1, 6)
-    ]
-    for _ in range(20):  # every write has had its turn to start
-        await asyncio.sleep(0)
+    all_started = asyncio.Event()
+    started = 0
+
+    async def write(run_id: str) -> None:
+        nonlocal started
+        started += 1
+        if started == 5:
+            all_started.set()  # this task goes on to its first wait before the test resumes
+        await runs._write(partial(store.begin_run, record(run_id), claim_session=True))
+
+    writes = [asyncio.create_task(write(f"r{i}")) for i in range(1, 6)]
+    await all_started.wait()  # every write has been asked for
     held_back = len(written_on_the_loop)
     release.set()
     await asyncio.wait_for(asyncio.gather(*writes), 10)

@@ -12,13 +12,11 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-import threading
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from sqlalchemy import select
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -26,8 +24,9 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from mcp_server.storage import AuditEntry, Database, Leave
-from stack.processes import free_port, running, seed_database, wait_until
+from stack.processes import free_port, running, seed_database
 from tests.loop.conftest import stream_run
+from tests.support import serving_in_thread
 
 pytestmark = [pytest.mark.reliability, pytest.mark.timeout(180)]
 
@@ -111,20 +110,14 @@ async def models(_: Request) -> Response:
 
 @pytest.fixture(scope="module")
 def hijacked_model() -> Iterator[str]:
-    port = free_port()
     app = Starlette(
         routes=[
             Route("/v1/chat/completions", chat_completions, methods=["POST"]),
             Route("/v1/models", models, methods=["GET"]),
         ]
     )
-    server = uvicorn.Server(uvicorn.Config(app, port=port, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    wait_until(lambda: server.started, timeout=10, what="the hijacked model")
-    yield f"http://127.0.0.1:{port}/v1"
-    server.should_exit = True
-    thread.join(timeout=10)
+    with serving_in_thread(app, "the hijacked model") as base:
+        yield f"{base}/v1"
 
 
 @pytest.fixture(scope="module")
