@@ -83,6 +83,11 @@ class StartupError(Exception):
     """Something a setting names cannot be used; the message names the setting."""
 
 
+class CommandError(Exception):
+    """A command was given something it cannot act on (an employee that does not exist, a
+    file that is not what it should be); the message says what, in one line."""
+
+
 @contextmanager
 def opening(setting: str, what: str) -> Iterator[None]:
     """Any failure inside becomes a StartupError naming `setting` (one line, no traceback)."""
@@ -98,13 +103,17 @@ def first_line(error: BaseException) -> str:
 
 
 def exit_on_startup_error(main: Callable[..., int]) -> Callable[..., int]:
-    """Decorates a `main() -> int`: a StartupError is printed as one line, exit status 2."""
+    """Decorates a `main() -> int`: a StartupError or a CommandError is printed as one line,
+    exit status 2."""
 
     def wrapper(*args: Any, **kwargs: Any) -> int:
         try:
             return main(*args, **kwargs)
         except StartupError as error:
             print(f"configuration error: {error}", file=sys.stderr)
+            return CONFIGURATION_ERROR
+        except CommandError as error:
+            print(f"error: {error}", file=sys.stderr)
             return CONFIGURATION_ERROR
 
     return wrapper

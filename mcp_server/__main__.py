@@ -6,7 +6,7 @@ import argparse
 import logging
 import sys
 
-from common.entrypoint import exit_on_startup_error, opening
+from common.entrypoint import CommandError, exit_on_startup_error, opening
 
 
 @exit_on_startup_error
@@ -45,9 +45,14 @@ def main(argv: list[str] | None = None) -> int:
         print("demo data created" if created else "demo data already present; use --reset")
         return 0
     if args.command == "issue-token":
-        from .leaves import LeaveService
+        from .leaves import LeaveService, UnknownEmployee
 
-        print(LeaveService(database).issue_token(args.employee_id))
+        try:
+            print(LeaveService(database).issue_token(args.employee_id))
+        except UnknownEmployee:
+            raise CommandError(
+                f"issue-token: no employee {args.employee_id!r} in the leave database"
+            ) from None
         return 0
 
     from .app import create_app

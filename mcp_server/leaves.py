@@ -51,9 +51,14 @@ MAX_SEARCH_RESULTS = 20
 MAX_KEYWORD_CHARS = 100
 MAX_KEYWORD_WORDS = 8
 
-# What update_leave_status may set: every status some one-step move leads to.
-UPDATABLE_STATUSES = frozenset(s for steps in NEXT_STATUSES.values() for s in steps)
+# What update_leave_status may set: every status some one-step move leads to, in the order of
+# the life cycle (its refusal lists them so); search_leaves filters by any status.
+UPDATABLE_STATUSES = tuple(dict.fromkeys(s for steps in NEXT_STATUSES.values() for s in steps))
 ALL_STATUSES = tuple(LeaveStatus)
+
+
+class UnknownEmployee(LookupError):
+    """No employee has this id."""
 
 
 def hash_token(token: str) -> str:
@@ -187,7 +192,7 @@ class LeaveService:
         token = token or secrets.token_urlsafe(32)
         with self.db.write() as s:
             if s.get(Employee, employee_id) is None:
-                raise ValueError(f"no employee {employee_id}")
+                raise UnknownEmployee(employee_id)
             s.merge(ApiToken(token_sha256=hash_token(token), employee_id=employee_id, is_demo=demo))
         return token
 
@@ -195,7 +200,7 @@ class LeaveService:
 
     def search(self, actor_id: str, keyword: str, status: str | None) -> list[LeaveView]:
         if status is not None and status not in ALL_STATUSES:
-            raise Refusal("invalid_status", requested=status)
+            raise Refusal("invalid_status", requested=status, valid=ALL_STATUSES)
         words = keyword.split()
         if len(keyword) > MAX_KEYWORD_CHARS or len(words) > MAX_KEYWORD_WORDS:
             raise Refusal(
@@ -313,7 +318,7 @@ class LeaveService:
             if requested not in UPDATABLE_STATUSES:
                 if current == LeaveStatus.APPROVED:
                     raise Refusal("use_cancel_tool", leave_id=leave.id, current=current)
-                raise Refusal("invalid_status", requested=requested)
+                raise Refusal("invalid_status", requested=requested, valid=UPDATABLE_STATUSES)
             allowed = next_steps(leave.status, owner.id, owner.manager_id, actor.id)
             if requested not in allowed:
                 self._refuse_step(leave, owner, actor, requested, allowed)

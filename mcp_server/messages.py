@@ -79,8 +79,8 @@ TEMPLATES: dict[str, tuple[str, dict[str, str]]] = {
     "invalid_status": (
         "validation",
         {
-            "zh-TW": "不支援的狀態「{requested}」。可用的狀態：submitted、approved、rejected。",
-            "en": "Unknown status '{requested}'. Valid values: submitted, approved, rejected.",
+            "zh-TW": "不支援的狀態「{requested}」。可用的狀態：{valid}。",
+            "en": "Unknown status '{requested}'. Valid values: {valid}.",
         },
     ),
     "invalid_date": (
@@ -159,6 +159,23 @@ TEMPLATES: dict[str, tuple[str, dict[str, str]]] = {
             "and nothing changed. Tell the user; do not try another tool instead.",
         },
     ),
+    # Calls the SDK refuses before any tool runs: a name no tool has, arguments that do not fit
+    # the tool's input schema (the problems name the fields, never quote the values).
+    "unknown_tool": (
+        "malformed_call",
+        {
+            "zh-TW": "沒有名為 {tool} 的工具。可用的工具：{valid}。",
+            "en": "There is no tool named {tool}. Available tools: {valid}.",
+        },
+    ),
+    "invalid_arguments": (
+        "malformed_call",
+        {
+            "zh-TW": "{tool} 的參數不符合它的格式（{problems}），這次沒有執行。請依照工具的參數說明修正後重新呼叫。",
+            "en": "The arguments of {tool} do not fit its input schema ({problems}); nothing was "
+            "done. Correct them as the tool's parameters describe and call it again.",
+        },
+    ),
     "internal_error": (
         "internal",
         {
@@ -231,6 +248,8 @@ def _localise(key: str, value: Any, language: str) -> Any:
         if not value:
             return NO_NEXT_STEP[language]
         return "、".join(status_name(v, language) for v in value)
+    if key == "valid" and isinstance(value, list | tuple):  # the values as a tool takes them
+        return ("、" if language == "zh-TW" else ", ").join(value)
     if key == "allowed" and value == "approved_terminal":
         return APPROVED_NEXT_STEP[language]
     return value

@@ -22,15 +22,16 @@ from mcp.server.mcpserver import (
     RequestStateSecurity,
     Resolve,
 )
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field, ValidationError
 
 from common.contract import LeaveStatus, ToolName
 
 from .auth import current_employee_id
 from .leaves import MAX_KEYWORD_CHARS, MAX_KEYWORD_WORDS, LeaveService
 from .messages import CONFIRM_QUESTION, Refusal
-from .metrics import ServerMetrics
+from .metrics import UNKNOWN_TOOL_LABEL, ServerMetrics
 from .schemas import BalanceResult, CancelResult, LeaveView, SearchResult, StatusChange
 
 logger = logging.getLogger(__name__)
@@ -73,6 +74,53 @@ def tool_context(ctx: Context) -> ToolContext:
     return cast(ToolContext, ctx.request_context.lifespan_context)
 
 
+class LeaveServer(MCPServer[ToolContext]):
+    """The SDK's server, with the calls it refuses before a tool runs (an unknown name,
+    arguments that fail the input schema) answered and counted as the rules' refusals are:
+    with an error code, in the tool-call metrics. A model that sends malformed calls is what
+    the dashboards are for."""
+
+    def __init__(self, context: ToolContext, **kwargs: Any) -> None:
+        super().__init__(SERVER_NAME, lifespan=lambda _server: nullcontext(context), **kwargs)
+        self._context = context
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[ToolContext, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError:
+            raise  # a crash: the SDK logs it and answers with a generic text
+        except ToolError as error:
+            return self._malformed(name, error)
+
+    def _malformed(self, name: str, error: ToolError) -> CallToolResult:
+        known = [str(tool) for tool, *_ in TOOLS]
+        cause = error.__cause__
+        if name not in known:
+            logger.info("call to an unknown tool %s", log_excerpt(name))
+            refusal = Refusal("unknown_tool", tool=log_excerpt(name), valid=known)
+            return refused(self._context, UNKNOWN_TOOL_LABEL, refusal)
+        problems = _argument_problems(cause) if isinstance(cause, ValidationError) else str(error)
+        logger.info("tool %s refused its arguments: %s", name, log_excerpt(problems))
+        refusal = Refusal("invalid_arguments", tool=name, problems=problems)
+        return refused(self._context, name, refusal)
+
+
+MAX_ARGUMENT_PROBLEMS = 5
+
+
+def _argument_problems(error: ValidationError) -> str:
+    """The fields and what is wrong with each, as pydantic says it (never the values given)."""
+    problems = [
+        f"{'.'.join(str(part) for part in e['loc']) or 'arguments'}: {e['msg']}"
+        for e in error.errors(include_url=False, include_input=False)
+    ]
+    extra = len(problems) - MAX_ARGUMENT_PROBLEMS
+    listed = "; ".join(problems[:MAX_ARGUMENT_PROBLEMS])
+    return log_excerpt(listed + (f"; {extra} more" if extra > 0 else ""))
+
+
 def build_server(
     service: LeaveService,
     metrics: ServerMetrics,
@@ -82,7 +130,7 @@ def build_server(
     confirmation_ttl_seconds: float = 600.0,
     token_verifier: Any = None,
     auth: Any = None,
-) -> MCPServer[ToolContext]:
+) -> LeaveServer:
     # An answer is accepted for `confirmation_ttl_seconds` after its question; after that the
     # question counts as abandoned (see LeaveService.audit_abandoned).
     security = (
@@ -90,15 +138,13 @@ def build_server(
         if elicitation_state_key
         else RequestStateSecurity.ephemeral(ttl=confirmation_ttl_seconds)
     )
-    context = ToolContext(service, metrics, language)
-    server = MCPServer(
-        SERVER_NAME,
+    server = LeaveServer(
+        ToolContext(service, metrics, language),
         instructions=INSTRUCTIONS,
         version="0.1.0",
         token_verifier=token_verifier,
         auth=auth,
         request_state_security=security,
-        lifespan=lambda _server: nullcontext(context),
     )
     for name, tool, annotations, description in TOOLS:
         server.add_tool(tool, name=name, annotations=annotations, description=description)

@@ -11,6 +11,7 @@ import anyio.to_thread
 import pytest
 from sqlalchemy import select
 
+from common.contract import ToolName
 from mcp_server.leaves import LeaveService, _search_statement
 from mcp_server.storage import AuditEntry, Balance
 from mcp_server.tools import build_server
@@ -103,6 +104,66 @@ async def test_search_keywords_are_bounded_with_a_clear_refusal(connect):
     assert error_code(nine) == error_code(long) == "keyword_too_long"
     text = nine.content[0].text
     assert "8 個詞" in text and "100 個字元" in text
+
+
+async def test_a_search_with_an_unknown_status_names_every_status_a_search_takes(connect):
+    async with connect("E001") as client:
+        refused = await client.call_tool("search_leaves", {"keyword": "", "status": "pending"})
+        drafts = await find(client, "", "draft")  # what a model reading the refusal would try
+    assert error_code(refused) == "invalid_status"
+    text = refused.content[0].text
+    assert all(status in text for status in ("draft", "submitted", "approved", "cancelled"))
+    assert drafts and {leave["status"] for leave in drafts} == {"draft"}
+
+
+async def test_an_update_to_an_unknown_status_names_only_the_statuses_an_update_sets(connect):
+    async with connect("E001") as client:
+        trip = (await find(client, "家庭旅遊"))[0]["leave_id"]
+        refused = await client.call_tool(
+            "update_leave_status", {"leave_id": trip, "status": "cancelled"}
+        )
+    assert error_code(refused) == "invalid_status"
+    valid = refused.content[0].text.split("可用的狀態：")[1]
+    assert valid == "submitted、approved、rejected。"
+
+
+async def test_calls_the_sdk_refuses_carry_a_code_and_are_counted(connect, metrics):
+    """An unknown tool and arguments that fail the input schema never reach a tool; they are
+    answered and counted as the rules' refusals are."""
+    async with connect("E001") as client:
+        unknown = await client.call_tool("delete_leave", {"leave_id": "LV-000000"})
+        wrong_type = await client.call_tool("search_leaves", {"keyword": ["家庭旅遊"]})
+        missing = await client.call_tool("update_leave_status", {"leave_id": "LV-123456"})
+    assert error_code(unknown) == "unknown_tool"
+    assert "search_leaves" in unknown.content[0].text and "delete_leave" in unknown.content[0].text
+    assert error_code(wrong_type) == error_code(missing) == "invalid_arguments"
+    assert "keyword" in wrong_type.content[0].text and "家庭旅遊" not in wrong_type.content[0].text
+    assert "status" in missing.content[0].text
+    calls = metrics.tool_calls
+    assert calls.labels("unknown", "refused")._value.get() == 1
+    assert calls.labels("search_leaves", "refused")._value.get() == 1
+    assert calls.labels("update_leave_status", "refused")._value.get() == 1
+    assert metrics.rule_refusals.labels("malformed_call")._value.get() == 3
+
+
+def test_every_known_label_value_is_exported_at_zero_from_the_start(metrics):
+    """A child born at its first observation already holds 1, and rate() never sees that
+    first error; so every known tool, outcome, rule and confirmation outcome starts at 0."""
+    exported = {
+        (sample.name, tuple(sorted(sample.labels.items())))
+        for family in metrics.registry.collect()
+        for sample in family.samples
+    }
+    for tool in (*ToolName, "unknown"):
+        for outcome in ("ok", "refused", "declined", "error"):
+            key = (("outcome", outcome), ("tool", str(tool)))
+            assert ("leave_mcp_tool_calls_total", key) in exported, key
+    for rule in ("unknown_id", "wrong_step", "forbidden", "conflict", "declined", "malformed_call"):
+        assert ("leave_mcp_rule_refusals_total", (("rule", rule),)) in exported, rule
+    for outcome in ("accepted", "declined", "cancelled", "abandoned"):
+        assert ("leave_mcp_elicitations_total", (("outcome", outcome),)) in exported, outcome
+    count = ("leave_mcp_tool_duration_seconds_count", (("tool", "update_leave_status"),))
+    assert count in exported
 
 
 async def test_balance_lists_every_type_after_approved_deductions(connect):
@@ -430,7 +491,7 @@ async def test_create_leave_refuses_overlap_with_a_live_leave(connect):
 async def test_missing_arguments_are_an_error_result_not_a_crash(connect):
     async with connect("E001") as client:
         result = await client.call_tool("update_leave_status", {"leave_id": "LV-123456"})
-    assert result.is_error
+    assert error_code(result) == "invalid_arguments"
 
 
 async def test_unexpected_exceptions_do_not_leak_internals(connect, service, monkeypatch):

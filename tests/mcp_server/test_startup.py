@@ -24,6 +24,14 @@ def test_a_database_that_cannot_be_opened_is_one_line(tmp_path, command):
     assert one_line(output).startswith("configuration error: MCP_DATABASE_URL: cannot open")
 
 
+def test_a_token_for_an_unknown_employee_is_one_line(tmp_path):
+    env = {"MCP_DATABASE_URL": f"sqlite:///{tmp_path / 'leave.db'}"}
+    assert run_to_exit(["mcp_server", "seed"], env)[0] == 0
+    status, output = run_to_exit(["mcp_server", "issue-token", "E999"], env)
+    assert status == 2
+    assert one_line(output) == "error: issue-token: no employee 'E999' in the leave database"
+
+
 def test_a_port_in_use_is_one_line_naming_the_settings(tmp_path):
     with port_in_use() as port:
         env = {"MCP_DATABASE_URL": f"sqlite:///{tmp_path / 'leave.db'}", "MCP_PORT": str(port)}
