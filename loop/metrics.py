@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from common.contract import ToolName
 from common.cost import CostSettings, CostSettingsCollector
 
 from .engine import RunStatus
 
+# The label values each counter takes (runs.RunTools, the model client and the engine say which).
+TOOL_OUTCOMES = ("ok", "tool_error", "error", "unavailable")
+CONFIRMATION_OUTCOMES = ("accepted", "declined", "cancelled")
+DETECTIONS = ("tool_call_in_content", "length")
+# Retried model errors: any 5xx is retried, these are the ones vLLM and proxies answer with.
+RETRY_REASONS = ("http_429", "timeout", "connection_error", "http_500", "http_502", "http_503")
 RUN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300)
 CALL_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
@@ -56,9 +63,22 @@ class LoopMetrics:
         self.mcp_connects = Counter(
             "leave_loop_mcp_connects", "MCP connections opened.", registry=r
         )
+        self._start_at_zero()
+
+    def _start_at_zero(self) -> None:
+        """Every known label value exported as 0 from the start. A child is otherwise born at
+        its first observation, already holding 1, and rate()/increase() never see that first
+        error: the error-ratio panels show nothing and an alert on a rare error never fires."""
         for status in RunStatus:
             self.runs.labels(status)
         for kind in ("prompt", "completion"):
             self.tokens.labels(kind)
-        for kind in ("tool_call_in_content", "length"):
+        for kind in DETECTIONS:
             self.detections.labels(kind)
+        for tool in ToolName:
+            for outcome in TOOL_OUTCOMES:
+                self.tool_duration.labels(tool, outcome)
+        for outcome in CONFIRMATION_OUTCOMES:
+            self.confirmations.labels(outcome)
+        for reason in RETRY_REASONS:
+            self.retries.labels(reason)
