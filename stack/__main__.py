@@ -40,6 +40,14 @@ def print_urls(services: list[LocalService]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _command(argv)
+    except compose.ComposeError as error:  # what Compose said, in one line
+        print(f"✗ {error}", file=sys.stderr)
+        return 2
+
+
+def _command(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="python -m stack", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     dev = commands.add_parser("dev", help="start the local stack (no Docker)")

@@ -66,7 +66,22 @@ def config(
     done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO_ROOT)
     if done.returncode != 0:
         raise ComposeError(done.stderr.strip() or f"compose config failed ({done.returncode})")
-    project: dict[str, Any] = json.loads(done.stdout)
+    return project_json(done.stdout, "`docker compose config --format json`")
+
+
+def project_json(text: str, command: str) -> dict[str, Any]:
+    """The project `config --format json` printed; ComposeError, in one line, when it printed
+    no such object (a wrapper script, or a Compose older than v2, prints something else)."""
+    try:
+        project = json.loads(text)
+    except json.JSONDecodeError:
+        said = text.strip().splitlines()[0][:120] if text.strip() else "nothing"
+        raise ComposeError(
+            f"{command} printed no JSON project (it printed {said!r}): the bundle needs the "
+            "Docker Compose v2 plugin (`docker compose version` says v2.x)"
+        ) from None
+    if not isinstance(project, dict) or not isinstance(project.get("services"), dict):
+        raise ComposeError(f"{command} printed JSON without a services object")
     return project
 
 

@@ -18,12 +18,13 @@ from typing import Any
 
 from common.healthprobe import probe
 
-from .compose import BASE_FILE, DEPLOY, REPO_ROOT, SIM_FILE, host_ports
+from .compose import BASE_FILE, DEPLOY, REPO_ROOT, SIM_FILE, ComposeError, host_ports, project_json
 
 # Published services whose readiness endpoint says more than the container's health: the
 # loop's /readyz checks the model server and the MCP server from inside the network.
 READINESS_PATHS = {"loop": "/readyz", "mcp-server": "/readyz"}
 LOG_LINES = 20
+CONFIG_COMMAND = "`docker compose config --format json`"
 
 
 @dataclass(frozen=True)
@@ -69,11 +70,21 @@ def problems(stack: Stack) -> dict[str, str]:
     config = stack.run("config", "--format", "json")
     if config.returncode != 0:
         return {"compose": config.stderr.strip() or "`docker compose config` failed"}
-    services: dict[str, Any] = json.loads(config.stdout)["services"]
+    try:
+        services: dict[str, Any] = project_json(config.stdout, CONFIG_COMMAND)["services"]
+    except ComposeError as error:
+        return {"compose": str(error)}
     listed = stack.run("ps", "--all", "--format", "json")
     if listed.returncode != 0:
         return {"compose": listed.stderr.strip() or "`docker compose ps` failed"}
-    containers = {c["Service"]: c for c in _json_lines(listed.stdout)}
+    try:
+        containers = {c["Service"]: c for c in _json_lines(listed.stdout)}
+    except (json.JSONDecodeError, TypeError, KeyError):
+        said = listed.stdout.strip()[:120] or "nothing"
+        return {
+            "compose": f"`docker compose ps --format json` printed no container list (it "
+            f"printed {said!r}): the bundle needs the Docker Compose v2 plugin"
+        }
     found: dict[str, str] = {}
     for name, spec in services.items():
         container = containers.get(name)

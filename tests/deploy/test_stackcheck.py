@@ -7,6 +7,10 @@ import stat
 import subprocess
 import sys
 
+import pytest
+
+from stack import compose
+from stack.__main__ import main as stack_main
 from stack.compose import EXAMPLE_ENV
 from tests.support import REPO_ROOT, mcp_server, model_simulator
 
@@ -25,8 +29,9 @@ CONFIG = {
 CHECK_STACK = [sys.executable, "-m", "stack", "check-stack", "--sim", "--timeout", "0"]
 
 
-def fake_docker(bin_dir, containers: list[dict], loop_port: int) -> None:
-    config = json.dumps(CONFIG).replace('"PORT"', str(loop_port))
+def fake_docker(bin_dir, containers: list[dict], loop_port: int, config: str | None = None) -> None:
+    if config is None:
+        config = json.dumps(CONFIG).replace('"PORT"', str(loop_port))
     ps = "\n".join(json.dumps(c) for c in containers)
     script = bin_dir / "docker"
     script.write_text(
@@ -105,3 +110,30 @@ def test_a_ready_stack_passes(tmp_path):
         done = check_stack(tmp_path)
     assert done.returncode == 0, done.stdout
     assert "✓ every service is ready" in done.stdout
+
+
+@pytest.mark.parametrize("printed", ["", "compose is not a docker command"])
+def test_a_compose_that_prints_no_json_is_one_line_not_a_traceback(tmp_path, printed):
+    """A wrapper script or an old Compose answers `config --format json` with no JSON."""
+    fake_docker(tmp_path, [], loop_port=1, config=printed)
+    done = check_stack(tmp_path)
+    assert done.returncode == 1
+    assert "Traceback" not in done.stdout + done.stderr
+    (line,) = [x for x in done.stdout.splitlines() if x.startswith("✗")]
+    assert line.startswith("✗ compose is not ready: `docker compose config --format json` printed")
+    assert "Compose v2" in line
+
+
+def test_stack_commands_say_in_one_line_when_compose_prints_no_json(tmp_path, monkeypatch, capsys):
+    """`python -m stack urls` (the end of `make up`) reads the project through the compose
+    binary too."""
+    script = tmp_path / "docker-compose"
+    script.write_text("#!/bin/sh\necho 'not json'\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setattr(compose, "compose_binary", lambda: str(script))
+    assert stack_main(["urls", "--sim"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "✗ `docker compose config --format json` printed no JSON project (it printed "
+        "'not json'): the bundle needs the Docker Compose v2 plugin (`docker compose version` "
+        "says v2.x)"
+    ]
