@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,11 +47,29 @@ SCENARIOS = (
 )
 
 
+@dataclass(frozen=True)
+class Confirmation:
+    """A question the run asked the person during a tool call, and the demo's answer."""
+
+    tool_call_id: str | None  # the tool call it was asked in (the one under way)
+    question: str
+    answer: str
+
+
+# What a tool step that asked for a confirmation came to, by the code its result carries.
+DECLINED_CODES = {
+    "confirmation_declined": "declined by the user: nothing changed",
+    "confirmation_cancelled": "not confirmed: nothing changed",
+}
+
+
 def stream_run(
     http: httpx.Client, request: str, answer: str | None
-) -> tuple[dict[str, Any], list[str]]:
-    """One streamed run; answers its confirmations with `answer`. Returns (final, questions)."""
-    questions: list[str] = []
+) -> tuple[dict[str, Any], list[Confirmation]]:
+    """One streamed run; answers its confirmations with `answer`. Returns (final, what was
+    asked in which tool call)."""
+    asked: list[Confirmation] = []
+    under_way: list[str] = []  # tool calls started and not finished, oldest first
     run_id, kind = "", ""
     with http.stream("POST", "/v1/runs", json={"input": request, "stream": True}) as response:
         response.raise_for_status()
@@ -61,25 +80,36 @@ def stream_run(
                 data = json.loads(line[6:])
                 if kind == "run.started":
                     run_id = data["id"]
+                elif kind == "tool.started":
+                    under_way.append(data["tool_call_id"])
+                elif kind == "tool.finished" and data["tool_call_id"] in under_way:
+                    under_way.remove(data["tool_call_id"])
                 elif kind == "confirmation.requested":
-                    questions.append(data["message"])
+                    given = answer or "decline"
+                    call = under_way[-1] if under_way else None
+                    asked.append(Confirmation(call, data["message"], given))
                     http.post(
                         f"/v1/runs/{run_id}/confirmations/{data['confirmation_id']}",
-                        json={"action": answer or "decline"},
+                        json={"action": given},
                     ).raise_for_status()
                 elif kind == "run.finished":
-                    return data, questions
+                    return data, asked
     raise RuntimeError("the stream ended without run.finished")
 
 
-def timeline(final: dict[str, Any]) -> list[str]:
+def timeline(final: dict[str, Any], asked: Sequence[Confirmation] = ()) -> list[str]:
+    """A line per step, with the confirmations asked inside a tool call under that call."""
     lines: list[str] = []
     steps = final["steps"]
     if not steps:
         return lines
+    by_call: dict[str | None, list[Confirmation]] = {}
+    for confirmation in asked:
+        by_call.setdefault(confirmation.tool_call_id, []).append(confirmation)
     origin = _seconds(steps[0]["started_at"])
     for step in steps:
         offset = (_seconds(step["started_at"]) - origin) * 1000
+        questions = by_call.pop(step["tool_call_id"], []) if step["type"] == "tool" else []
         if step["type"] == "model":
             calls = ", ".join(step["result"]["tool_calls"]) if step["result"] else ""
             what = f"model  → {calls or 'answer'}"
@@ -87,11 +117,29 @@ def timeline(final: dict[str, Any]) -> list[str]:
         elif step["type"] == "tool":
             arguments = json.dumps(step["arguments"], ensure_ascii=False)
             what = f"tool   {step['name']} {arguments}"
-            extra = f"✗ {step['error']}" if step["error"] else "✓"
+            extra = _tool_outcome(step, questions)
         else:
             what, extra = f"check  {step['name']}", step["error"] or ""
         lines.append(f"  {offset:7.1f} ms  {what:<58} {step['duration_ms']:7.1f} ms  {extra}")
+        for confirmation in questions:
+            lines.append(f"{'':13}confirmation asked: {confirmation.question}")
+            lines.append(f"{'':13}answered: {confirmation.answer}")
+    for confirmation in (c for waiting in by_call.values() for c in waiting):  # no step named
+        lines.append(f"  confirmation asked: {confirmation.question}")
+        lines.append(f"  answered: {confirmation.answer}")
     return lines
+
+
+def _tool_outcome(step: dict[str, Any], questions: list[Confirmation]) -> str:
+    """✓, ✗ and the error, or what the person's answer came to: a declined confirmation is
+    what the person wanted, not a failed call."""
+    if not step["error"]:
+        return "✓ confirmed by the user" if questions else "✓"
+    result = step["result"] if isinstance(step["result"], dict) else {}
+    code = (result.get("error") or {}).get("code")
+    if questions and code in DECLINED_CODES:
+        return f"✓ {DECLINED_CODES[code]}"
+    return f"✗ {step['error']}"
 
 
 def _seconds(iso: str) -> float:
@@ -108,11 +156,9 @@ def run_scenarios(loop_url: str, token: str = EMPLOYEE) -> bool:
     ) as http:
         for number, scenario in enumerate(SCENARIOS, 1):
             print(f"\n[{number}] {scenario.title}\n    「{scenario.request}」")
-            final, questions = stream_run(http, scenario.request, scenario.confirm)
-            for line in timeline(final):
+            final, asked = stream_run(http, scenario.request, scenario.confirm)
+            for line in timeline(final, asked):
                 print(line)
-            for question in questions:
-                print(f"    confirmation asked: {question}\n    answered: {scenario.confirm}")
             tools = tuple(s["name"] for s in final["steps"] if s["type"] == "tool")
             passed = (
                 final["status"] == "completed"
