@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import random
 from collections.abc import Awaitable, Callable
@@ -22,6 +23,18 @@ MAX_RETRY_AFTER_SECONDS = 30.0
 CHAT_COMPLETIONS = "/chat/completions"
 # The authentication `create` asks for: the API key as a bearer token.
 BEARER: openai.RequestOptions = {"security": {"bearer_auth": True}}
+# The conversation a model call belongs to, sent with it: vLLM's router hashes this header
+# (consistent_hash) to pick a replica, so every turn of a session lands on the replica whose
+# prefix cache holds the session's prompt. Set by the run for its task; never the user's token.
+SESSION_HEADER = "x-session-id"
+current_session: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "current_session", default=None
+)
+
+
+def _options() -> openai.RequestOptions:
+    session = current_session.get()
+    return BEARER if session is None else {**BEARER, "headers": {SESSION_HEADER: session}}
 
 
 class OpenAIChatModel:
@@ -127,7 +140,7 @@ class OpenAIChatModel:
             CHAT_COMPLETIONS,
             body=self._request(messages, tools),
             cast_to=ChatCompletion,
-            options=BEARER,
+            options=_options(),
         )
         if not response.choices:
             raise ModelError("the model returned no choices")
@@ -157,7 +170,7 @@ class OpenAIChatModel:
             CHAT_COMPLETIONS,
             body=body,
             cast_to=ChatCompletion,
-            options=BEARER,
+            options=_options(),
             stream=True,
             stream_cls=openai.AsyncStream[ChatCompletionChunk],
         )

@@ -32,6 +32,7 @@ from .engine import (
 )
 from .mcp_pool import McpConnection, McpPool, McpUnavailable, current_confirm_handler, token_key
 from .metrics import LoopMetrics
+from .model import current_session
 from .store import RunRecord, RunStore
 from .tracing import log_run
 
@@ -311,6 +312,9 @@ class RunManager:
                 self.metrics.in_flight.inc()
                 try:
                     history = await self._begin(run, record)
+                    # The router keeps a session on one replica by this key; a run outside
+                    # any session (the facade's) is routed by its own id.
+                    current_session.set(run.session_id if run.remember else run.id)
                     await run.emit("run.started", {"id": run.id, "session_id": run.session_id})
                     loop = self._streaming_loop if stream else self._loop
                     result = await loop.run(

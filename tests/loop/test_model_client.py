@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -12,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from loop.model import OpenAIChatModel
+from loop.model import OpenAIChatModel, current_session
 from tests.support import serving_in_thread
 
 TOOLS = [
@@ -91,3 +92,24 @@ async def test_the_request_is_the_chat_completions_request_with_the_api_key(mode
     if stream:
         expected |= {"stream": True, "stream_options": {"include_usage": True}}
     assert body == expected
+    assert "x-session-id" not in headers  # a call outside any run names no session
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_call_names_the_session_of_the_run_that_makes_it(model_server, stream):
+    """vLLM's router hashes x-session-id to keep a session's turns on one replica."""
+    base_url, recorded = model_server
+    recorded.requests.clear()
+    model = OpenAIChatModel(base_url=base_url, model="m", api_key="k", stream=stream)
+
+    async def run_of(session: str) -> None:
+        current_session.set(session)  # as the run manager does, in the run's own task
+        await model.complete(MESSAGES, TOOLS)
+
+    try:
+        await asyncio.gather(run_of("ses_a"), run_of("ses_b"))
+        await model.complete(MESSAGES, TOOLS)
+    finally:
+        await model.close()
+    sessions = [headers.get("x-session-id") for headers, _ in recorded.requests]
+    assert sorted(sessions[:2]) == ["ses_a", "ses_b"] and sessions[2] is None
