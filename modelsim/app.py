@@ -51,7 +51,9 @@ class Simulator:
             lambda: self.scheduler.waiting,
             self.scheduler.kv_cache_usage,
         )
-        self.metrics.registry.register(SimulatedGpuCollector(self.scheduler.clock))
+        self.metrics.registry.register(
+            SimulatedGpuCollector(self.scheduler.clock, settings.gpu_ids)
+        )
         self.default_faults = gen.parse_faults(settings.fault)
         self._fault_random = random.Random(settings.seed)
         self._prefixes: dict[int, None] = {}

@@ -20,21 +20,28 @@ fields are averages over its sampling interval.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "simulated")
-LABEL_VALUES = (
-    "0",
-    "GPU-00000000-0000-0000-0000-000000000000",
-    "00000000:00:00.0",
-    "nvidia0",
-    "NVIDIA H200 (simulated)",
-    "modelsim",
-    "true",
-)
+
+
+def label_values(gpu: str) -> tuple[str, ...]:
+    """dcgm-exporter's labels for the GPU with this index (SIM_GPU_IDS)."""
+    number = int(gpu)
+    return (
+        gpu,
+        f"GPU-{number:08d}-0000-0000-0000-000000000000",
+        f"{number:08X}:00:00.0",
+        f"nvidia{gpu}",
+        "NVIDIA H200 (simulated)",
+        "modelsim",
+        "true",
+    )
+
+
 FRAMEBUFFER_MIB = 143_771  # 141 GB
 GPU_MEMORY_UTILIZATION = 0.90
 IDLE_WATTS, BUSY_WATTS = 90.0, 700.0
@@ -81,8 +88,12 @@ class BusyClock:
 
 
 class SimulatedGpuCollector(Collector):
-    def __init__(self, clock: BusyClock) -> None:
+    """The GPUs one replica stands for (a tensor-parallel replica spans several, all busy
+    together), each as dcgm-exporter would export it."""
+
+    def __init__(self, clock: BusyClock, gpus: Sequence[str] = ("0",)) -> None:
         self.clock = clock
+        self.labels = [label_values(gpu) for gpu in gpus]
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         busy, sm_active = self.clock.averages()
@@ -121,5 +132,6 @@ class SimulatedGpuCollector(Collector):
         ]
         for name, documentation, value in figures:
             family = GaugeMetricFamily(name, documentation, labels=LABELS)
-            family.add_metric(LABEL_VALUES, value)
+            for values in self.labels:
+                family.add_metric(values, value)
             yield family

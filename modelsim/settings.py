@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from common.entrypoint import LogLevel
+from common.entrypoint import CommaList, LogLevel
 
 from .faults import FAULTS
 
@@ -40,7 +40,18 @@ class SimSettings(BaseSettings):
         description="Append each streamed request's produced timing here, one JSON line: the "
         "truth a load tool's measurements are checked against.",
     )
+    gpu_ids: CommaList = Field(
+        default_factory=lambda: ["0"],
+        description="GPU indices this replica stands for, in its simulated DCGM series.",
+    )
     log_level: LogLevel = "info"
+
+    @field_validator("gpu_ids")
+    @classmethod
+    def _gpu_indices(cls, value: list[str]) -> list[str]:
+        if not value or not all(gpu.isdigit() for gpu in value):
+            raise ValueError(f"expected comma-separated GPU indices (e.g. 0,1), got {value!r}")
+        return value
 
     @field_validator("fault")
     @classmethod

@@ -5,9 +5,12 @@ from __future__ import annotations
 import asyncio
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from pydantic import ValidationError
 
-from modelsim.gpu import BusyClock
+from modelsim.gpu import BusyClock, SimulatedGpuCollector
+from modelsim.settings import SimSettings
 
 from .conftest import SEED_REQUEST
 
@@ -57,3 +60,24 @@ async def test_activity_shows_under_load_and_is_labelled_simulated(start_simulat
     assert idle["DCGM_FI_PROF_GR_ENGINE_ACTIVE"][1] == 0.0
     assert busy["DCGM_FI_PROF_GR_ENGINE_ACTIVE"][1] > 0.3  # the requests filled most of the window
     assert busy["DCGM_FI_DEV_POWER_USAGE"][1] > idle["DCGM_FI_DEV_POWER_USAGE"][1]
+
+
+def test_a_replica_exports_each_gpu_it_stands_for_and_no_other():
+    """A tensor-parallel replica on GPUs 2 and 3 (SIM_GPU_IDS=2,3): one series per GPU, with
+    dcgm-exporter's labels for that GPU, all as busy as the replica."""
+    clock = BusyClock(now=0.0)
+    clock.update(1, now=0.0)
+    families = {f.name: f for f in SimulatedGpuCollector(clock, ["2", "3"]).collect()}
+    samples = families["DCGM_FI_PROF_GR_ENGINE_ACTIVE"].samples
+    assert [s.labels["gpu"] for s in samples] == ["2", "3"]
+    assert [s.labels["device"] for s in samples] == ["nvidia2", "nvidia3"]
+    assert len({s.labels["UUID"] for s in samples}) == 2
+    assert samples[0].value == samples[1].value
+
+
+def test_gpu_ids_must_be_indices(monkeypatch):
+    monkeypatch.setenv("SIM_GPU_IDS", "0,x")
+    with pytest.raises(ValidationError, match="GPU indices"):
+        SimSettings()
+    monkeypatch.setenv("SIM_GPU_IDS", "4,5")
+    assert SimSettings().gpu_ids == ["4", "5"]
