@@ -123,11 +123,14 @@ bench-loop: $(SYNCED) ## benchmark the loop against the seed script's connect-pe
 ENV_FILE ?= deploy/.env
 COMPOSE_FILES ?=
 PROFILES ?=
-STACK_ARGS = --env-file $(ENV_FILE) $(addprefix --file ,$(COMPOSE_FILES))
+# The replicas deploy/.env asks for (VLLM_GPUS, VLLM_TENSOR_PARALLEL_SIZE), written by
+# `python -m stack layout` before each `up` (deploy/compose.yaml alone is one GPU).
+LAYOUT := deploy/compose.layout.yaml
+STACK_ARGS = --env-file $(ENV_FILE) --file $(LAYOUT) $(addprefix --file ,$(COMPOSE_FILES))
 COMPOSE_BASE = docker compose --project-directory deploy --env-file $(ENV_FILE) -f deploy/compose.yaml \
 	$(addprefix --profile ,$(PROFILES))
-COMPOSE = $(COMPOSE_BASE) --profile gpu $(addprefix -f ,$(COMPOSE_FILES))
-COMPOSE_SIM = $(COMPOSE_BASE) -f deploy/compose.sim.yaml $(addprefix -f ,$(COMPOSE_FILES))
+COMPOSE = $(COMPOSE_BASE) --profile gpu -f $(LAYOUT) $(addprefix -f ,$(COMPOSE_FILES))
+COMPOSE_SIM = $(COMPOSE_BASE) -f deploy/compose.sim.yaml -f $(LAYOUT) $(addprefix -f ,$(COMPOSE_FILES))
 # vLLM needs minutes to load weights and capture CUDA graphs before it is healthy.
 UP_TIMEOUT ?= 900
 SIM_UP_TIMEOUT ?= 300
@@ -149,6 +152,7 @@ stop: ## stop the local processes started by `make dev` / `make demo`
 .PHONY: up
 up: $(SYNCED) ## GPU host: check prerequisites, build, start the stack and wait until healthy
 	$(PY) -m stack preflight --env-file $(ENV_FILE)
+	$(PY) -m stack layout --env-file $(ENV_FILE)
 	$(COMPOSE) up -d --build --wait --wait-timeout $(UP_TIMEOUT) \
 		|| { $(PY) -m stack check-stack $(STACK_ARGS) --timeout 0; exit 1; }
 	$(PY) -m stack check-stack $(STACK_ARGS) --timeout $(UP_TIMEOUT)
@@ -157,6 +161,7 @@ up: $(SYNCED) ## GPU host: check prerequisites, build, start the stack and wait 
 .PHONY: up-sim
 up-sim: $(SYNCED) ## Docker host without GPU: the same stack with the simulator for vLLM
 	$(PY) -m stack preflight --sim --env-file $(ENV_FILE)
+	$(PY) -m stack layout --sim --env-file $(ENV_FILE)
 	$(COMPOSE_SIM) up -d --build --wait --wait-timeout $(SIM_UP_TIMEOUT) \
 		|| { $(PY) -m stack check-stack --sim $(STACK_ARGS) --timeout 0; exit 1; }
 	$(PY) -m stack check-stack --sim $(STACK_ARGS) --timeout $(SIM_UP_TIMEOUT)
@@ -169,10 +174,10 @@ up-sim: $(SYNCED) ## Docker host without GPU: the same stack with the simulator 
 LOAD_WORKERS ?= 2
 LOAD_RESULTS ?= var/loadtest
 SIM ?= 0
-COMPOSE_LOAD = $(COMPOSE_BASE) $(if $(filter 1,$(SIM)),-f deploy/compose.sim.yaml) \
+COMPOSE_LOAD = $(COMPOSE_BASE) $(if $(filter 1,$(SIM)),-f deploy/compose.sim.yaml) -f $(LAYOUT) \
 	-f deploy/compose.load.yaml $(addprefix -f ,$(COMPOSE_FILES)) --profile load
 .PHONY: load-compose
-load-compose: ## Locust master + LOAD_WORKERS workers in containers against the compose stack (results into LOAD_RESULTS, var/loadtest/)
+load-compose: $(LAYOUT) ## Locust master + LOAD_WORKERS workers in containers against the compose stack (results into LOAD_RESULTS, var/loadtest/)
 	LOAD_ARGS='$(LOAD_ARGS)' LOAD_WORKERS=$(LOAD_WORKERS) $(COMPOSE_LOAD) up -d --build --no-deps \
 		--scale locust-worker=$(LOAD_WORKERS) locust-master locust-worker
 	@status=0; $(COMPOSE_LOAD) wait locust-master || status=$$?; \
@@ -188,14 +193,18 @@ test-compose: $(SYNCED) ## tier: build the image and run the compose stack in re
 test-reliability: $(SYNCED) ## tier: PostgreSQL, two MCP replicas, chaos under load, prompt injection, secrets (about 3 minutes)
 	$(PY) -m pytest -m reliability tests/reliability -rP
 
+# The stack's own layout, as `make up`/`make up-sim` wrote it; written afresh only if missing.
+$(LAYOUT): | $(SYNCED)
+	$(PY) -m stack layout --sim --env-file $(ENV_FILE)
+
 .PHONY: down
-down: ## stop and remove the compose stack (volumes are kept)
-	$(COMPOSE_SIM) -f deploy/compose.load.yaml --profile gpu --profile load down
+down: $(LAYOUT) ## stop and remove the compose stack (volumes are kept)
+	$(COMPOSE_SIM) -f deploy/compose.load.yaml --profile gpu --profile load down --remove-orphans
 
 .PHONY: logs
-logs: ## follow the compose stack's logs
+logs: $(LAYOUT) ## follow the compose stack's logs
 	$(COMPOSE_SIM) logs -f --tail 100
 
 .PHONY: ps
-ps: ## the compose stack's services and health
+ps: $(LAYOUT) ## the compose stack's services and health
 	$(COMPOSE_SIM) ps

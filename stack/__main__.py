@@ -1,4 +1,5 @@
-"""`python -m stack dev|stop|status|demo|preflight|check-stack|urls` — what make calls."""
+"""`python -m stack dev|stop|status|demo|layout|preflight|check-stack|urls` — what make
+calls."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import sys
 from pathlib import Path
 
 from . import compose, prometheus
-from .localstack import RUN_DIR, LocalService, LocalStack, plan
+from .localstack import ROUTER, RUN_DIR, LocalService, LocalStack, plan
 
 
 def local_services() -> list[LocalService]:
@@ -21,7 +22,8 @@ def local_services() -> list[LocalService]:
 
 def print_urls(services: list[LocalService]) -> None:
     by_name = {s.name: s for s in services}
-    loop, mcp, model = by_name["loop"].url, by_name["mcp-server"].url, by_name["vllm"].url
+    loop, mcp, model = by_name["loop"].url, by_name["mcp-server"].url, by_name[ROUTER].url
+    replicas = "  ".join(f"{s.name} {s.url}" for s in services if s.name in replica_names(services))
     if "prometheus" in by_name:
         monitor = f"{by_name['prometheus'].url}   (scrape config, rules, alerts: monitoring/)"
     else:
@@ -30,8 +32,8 @@ def print_urls(services: list[LocalService]) -> None:
         "\nThe local stack is running (simulator in place of vLLM):\n"
         f"  loop API        {loop}          OpenAPI docs: {loop}/docs\n"
         f"  MCP server      {mcp}/mcp\n"
-        f"  model simulator {model}/v1\n"
-        f"  metrics         {loop}/metrics  {mcp}/metrics  {model}/metrics\n"
+        f"  model (router)  {model}/v1   replicas: {replicas} (simulators)\n"
+        f"  metrics         {loop}/metrics  {mcp}/metrics  <replica>/metrics\n"
         f"  Prometheus      {monitor}\n"
         f"  logs            {RUN_DIR.relative_to(compose.REPO_ROOT)}/logs/\n"
         f'Try: .venv/bin/python -m loop.cli --url {loop} "把我那張家庭旅遊的特休送出審核"\n'
@@ -58,10 +60,14 @@ def _command(argv: list[str] | None) -> int:
         "demo", help="fresh local stack + the seed scenarios through the loop + a load sweep"
     )
     demo.add_argument("--no-load", action="store_true", help="skip the closing load sweep")
+    layout = commands.add_parser(
+        "layout", help="write deploy/compose.layout.yaml: the replicas deploy/.env asks for"
+    )
+    layout.add_argument("--output", type=Path, default=None, help="default: the deploy/ one")
     preflight = commands.add_parser("preflight", help="check what `make up` needs")
     check = commands.add_parser("check-stack", help="is every compose service ready?")
     urls_command = commands.add_parser("urls", help="print the URLs of the compose stack")
-    for command in (preflight, check, urls_command):
+    for command in (layout, preflight, check, urls_command):
         command.add_argument("--sim", action="store_true", help="the simulator layout (no GPU)")
         command.add_argument("--env-file", type=Path, default=None, help="default: deploy/.env")
     check.add_argument(
@@ -79,6 +85,19 @@ def _command(argv: list[str] | None) -> int:
         running = local.running()
         print(f"running: {', '.join(running)}" if running else "not running")
         return 0 if running else 1
+    if args.command == "layout":
+        from .layout import LAYOUT_FILE, LayoutError, write_for
+        from .preflight import ENV_FILE
+
+        try:
+            planned = write_for(
+                args.env_file or ENV_FILE, sim=args.sim, path=args.output or LAYOUT_FILE
+            )
+        except LayoutError as error:
+            print(f"✗ {error}", file=sys.stderr)
+            return 2
+        print(f"layout: {planned.describe()} → {(args.output or LAYOUT_FILE).name}")
+        return 0
     if args.command == "preflight":
         from .preflight import ENV_FILE, problems
 
@@ -123,14 +142,14 @@ def _command(argv: list[str] | None) -> int:
     ok = run_scenarios(loop_url)
     monitor = next((s for s in services if s.name == "prometheus"), None)
     if monitor is not None:
-        model_url = _url(services, "vllm")
-        prometheus.print_demo_figures(_url(services, "prometheus"), loop_url, model_url)
+        engines = [_url(services, name) for name in replica_names(services)]
+        prometheus.print_demo_figures(_url(services, "prometheus"), loop_url, engines)
     swept = True
     if not args.no_load:
         from .sweep import SweepError, run_sweep
 
         try:
-            run_sweep(loop_url, _url(services, "vllm"))
+            run_sweep(loop_url, _url(services, ROUTER))
         except SweepError as error:
             swept = False
             print(f"\nthe load sweep failed: {error}", file=sys.stderr)
@@ -143,6 +162,10 @@ def _command(argv: list[str] | None) -> int:
             file=sys.stderr,
         )
     return 0 if ok and swept else 1
+
+
+def replica_names(services: list[LocalService]) -> list[str]:
+    return [s.name for s in services if s.name not in (ROUTER, "prometheus") and "vllm" in s.name]
 
 
 def _url(services: list[LocalService], name: str) -> str:

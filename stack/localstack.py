@@ -11,12 +11,13 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +26,13 @@ import httpx
 from . import compose
 
 RUN_DIR = compose.REPO_ROOT / ".run"
-# Our services, in start order (a one-shot first, then each before what depends on it).
-START_ORDER = ("mcp-seed", "vllm", "mcp-server", "loop")
 ONE_SHOT = {"mcp-seed"}
+ROUTER = "vllm-router"
+# Where each job of monitoring/prometheus/prometheus.yml finds a service's metrics: the job
+# and the container port, when it is not the service's own port under its own name.
+METRICS = {ROUTER: ("vllm-router", 29000)}
 _HEALTH_URL = re.compile(r"http://127\.0\.0\.1:(\d+)(/[\w/.-]*)")
+_REPLICA = re.compile(r"vllm-\d+")
 
 
 @dataclass
@@ -39,6 +43,7 @@ class LocalService:
     container_port: int | None
     host_port: int | None
     health_path: str | None
+    metrics: dict[str, int] = field(default_factory=dict)  # Prometheus job → local port
 
     @property
     def url(self) -> str | None:
@@ -49,13 +54,24 @@ class LocalService:
         return f"{self.url}{self.health_path}" if self.url and self.health_path else None
 
 
+def start_order(services: Mapping[str, Any]) -> list[str]:
+    """Our services, in start order: the one-shot first, then each before what depends on it
+    (the replicas, the router in front of them, the MCP server, the loop). Third-party images
+    (Prometheus, Grafana, PostgreSQL, DCGM) are not run locally."""
+    replicas = sorted((n for n in services if _REPLICA.fullmatch(n)), key=lambda n: int(n[5:]))
+    return [*ONE_SHOT, *replicas, ROUTER, "mcp-server", "loop"]
+
+
 def plan(
     project: dict[str, Any], run_dir: Path, local_model_port: int | None = None
 ) -> list[LocalService]:
-    """Turn the resolved compose project into local process specs."""
+    """Turn the resolved compose project into local process specs. The model endpoint the
+    loop and the load generator use (the router) keeps its container port, or
+    `local_model_port`; the replicas behind it, not reached from outside, get free ports."""
     services = project["services"]
+    order = start_order(services)
     ports: dict[str, tuple[int, int]] = {}  # service -> (container port, host port)
-    for name in START_ORDER:
+    for name in order:
         spec = services[name]
         container = _container_port(spec)
         if container is None:
@@ -67,11 +83,13 @@ def plan(
         ]
         if published:
             ports[name] = (container, published[0])
-        else:  # not published (vLLM): keep its port, unless told otherwise
+        elif name == ROUTER:
             ports[name] = (container, local_model_port or container)
+        else:
+            ports[name] = (container, _free_port())
 
     planned = []
-    for name in START_ORDER:
+    for name in order:
         spec = services[name]
         volumes = {
             v["target"]: run_dir / "volumes" / (v.get("source") or name)
@@ -87,13 +105,46 @@ def plan(
         for key, value in environment.items():  # the service's own listening port
             if key.endswith("_PORT") and container and value == str(container):
                 environment[key] = str(host)
-        command = list(spec["command"])
+        metrics: dict[str, int] = {}
+        own_port = {str(container): str(host)} if container and host else {}
+        if name in METRICS:
+            job, port = METRICS[name]
+            metrics[job] = _free_port()
+            own_port[str(port)] = str(metrics[job])
+        elif host is not None:
+            metrics["vllm" if _REPLICA.fullmatch(name) else name] = host
+        command = [_localise_argument(a, ports, volumes, own_port) for a in spec["command"]]
         if command and command[0] == "python":
             command[0] = sys.executable
+        elif command and (Path(sys.executable).parent / command[0]).is_file():
+            command[0] = str(Path(sys.executable).parent / command[0])  # e.g. vllm-router
         planned.append(
-            LocalService(name, command, environment, container, host, _health_path(spec))
+            LocalService(name, command, environment, container, host, _health_path(spec), metrics)
         )
     return planned
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _localise_argument(
+    argument: str,
+    ports: Mapping[str, tuple[int, int]],
+    volumes: Mapping[str, Path],
+    own_port: Mapping[str, str],
+) -> str:
+    """A command argument as a local process takes it: `--port=8000` the service's own host
+    port, `--host=0.0.0.0` loopback, other services' `name:port` their local addresses."""
+    flag, equals, value = argument.partition("=")
+    if equals and flag.startswith("--") and flag.endswith("port") and value in own_port:
+        return f"{flag}={own_port[value]}"
+    if equals and flag.startswith("--"):
+        return f"{flag}={_localise(value, ports, volumes)}"
+    return _localise(argument, ports, volumes)
 
 
 def _container_port(spec: dict[str, Any]) -> int | None:
@@ -147,6 +198,7 @@ class LocalStack:
                 continue
             process = self._spawn(service)
             self._wait_ready(service, process, timeout)
+            self._record_title(service, process)
 
     def _run_once(self, service: LocalService) -> None:
         log = self.logs / f"{service.name}.log"
@@ -177,6 +229,15 @@ class LocalStack:
             f"{process.pid}\n{' '.join(service.command)}\n"
         )
         return process
+
+    def _record_title(self, service: LocalService, process: subprocess.Popen[bytes]) -> None:
+        """The process as /proc shows it once ready: a program that retitles itself (the
+        router calls itself vllm::router) is then still recognised as ours by `stop`."""
+        try:
+            shown = Path(f"/proc/{process.pid}/cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            return
+        (self.pids / f"{service.name}.pid").write_text(f"{process.pid}\n{shown.decode()}\n")
 
     @staticmethod
     def _env(service: LocalService) -> dict[str, str]:

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from . import compose
+from . import compose, layout
 from .compose import host_ports
 
 ENV_FILE = compose.DEPLOY / ".env"
@@ -44,11 +44,46 @@ def problems(*, sim: bool, env_file: Path = ENV_FILE) -> list[str]:
     except compose.ComposeError as error:
         found.append(f"deploy/.env does not resolve: {error}")
         return found
+    try:
+        planned = layout.plan(layout.settings(env_file))
+    except layout.LayoutError as error:
+        found.append(str(error))
+        planned = None
     if not sim:
         found += _model_problems(project)
         found += _tool_parser_problems(project)
+        if planned is not None:
+            found += gpu_problems(planned)
     found += _port_problems(project)
     return found
+
+
+def host_gpus() -> set[str] | None:
+    """The host's GPUs by index and by UUID (Docker's device_ids take either); None when
+    nvidia-smi cannot say."""
+    listed = _run("nvidia-smi", "--query-gpu=index,uuid", "--format=csv,noheader")
+    if listed is None or listed.returncode != 0:
+        return None
+    return {part.strip() for line in listed.stdout.splitlines() for part in line.split(",")}
+
+
+def gpu_problems(planned: layout.Layout, present: set[str] | None = None) -> list[str]:
+    """The GPUs the layout pins replicas to that the host does not have, named."""
+    wanted = [gpu for replica in planned.replicas for gpu in replica.gpus]
+    present = host_gpus() if present is None else present
+    if present is None:
+        return [
+            f"nvidia-smi does not answer, so GPUs {', '.join(wanted)} cannot be checked: install "
+            "the NVIDIA driver (or use `make up-sim`)"
+        ]
+    missing = [gpu for gpu in wanted if gpu not in present]
+    if not missing:
+        return []
+    indices = sorted(g for g in present if g.isdigit())
+    return [
+        f"VLLM_GPUS/VLLM_GPU_IDS ask for GPU {', '.join(missing)}, which this host does not "
+        f"have (nvidia-smi lists {', '.join(indices) or 'none'})"
+    ]
 
 
 def _port_problems(project: dict[str, Any]) -> list[str]:
@@ -78,7 +113,7 @@ def _port_problems(project: dict[str, Any]) -> list[str]:
 
 
 def _model_problems(project: dict[str, Any]) -> list[str]:
-    vllm = project["services"]["vllm"]
+    vllm = project["services"]["vllm-0"]
     model = vllm["command"][0]
     mounts = [v for v in vllm.get("volumes", []) if v.get("target") == "/models"]
     if not mounts:
@@ -94,7 +129,7 @@ def _model_problems(project: dict[str, Any]) -> list[str]:
 
 
 def _tool_parser_problems(project: dict[str, Any]) -> list[str]:
-    vllm = project["services"]["vllm"]
+    vllm = project["services"]["vllm-0"]
     command: list[str] = vllm["command"]
     if "--tool-parser-plugin" not in command:
         return []

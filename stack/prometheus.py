@@ -30,10 +30,15 @@ def binary() -> str | None:
     return shutil.which("prometheus")
 
 
+# A job's local targets: one "host:port", or (host:port, its labels) for each of several.
+Targets = str | list[tuple[str, dict[str, str]]]
+
+
 def local_config(
-    targets: Mapping[str, str], listen: str, scrape_interval: str | None = None
+    targets: Mapping[str, Targets], listen: str, scrape_interval: str | None = None
 ) -> dict[str, Any]:
-    """The compose config with each job's target replaced; jobs without one are dropped."""
+    """The compose config with each job's targets replaced; jobs without one are dropped. A
+    `vllm` job given one target labels it replica vllm-0, as compose's replica names would."""
     config: dict[str, Any] = yaml.safe_load(CONFIG.read_text())
     rules_dir = CONFIG.parent
     config["rule_files"] = [str(rules_dir / pattern) for pattern in config["rule_files"]]
@@ -43,16 +48,22 @@ def local_config(
     jobs = []
     for job in config["scrape_configs"]:
         name = job["job_name"]
-        target = listen if name == "prometheus" else targets.get(name)
-        if target is None:
+        given = [(listen, {})] if name == "prometheus" else targets.get(name)
+        if given is None:
             continue  # e.g. dcgm: no GPU exporter runs locally
+        if isinstance(given, str):
+            given = [(given, {"replica": "vllm-0"} if name == "vllm" else {})]
+        static = [
+            {"targets": [target], **({"labels": labels} if labels else {})}
+            for target, labels in given
+        ]
         jobs.append(
             {
                 key: value
                 for key, value in job.items()
                 if key not in ("static_configs", "dns_sd_configs")
             }
-            | {"static_configs": [{"targets": [target]}]}
+            | {"static_configs": static}
         )
     config["scrape_configs"] = jobs
     return config
@@ -103,7 +114,13 @@ def local_service(
         if p.get("published")
     ]
     listen = f"127.0.0.1:{published[0] if published else 9090}"
-    targets = {s.name: f"127.0.0.1:{s.host_port}" for s in services if s.host_port}
+    targets: dict[str, Targets] = {}
+    for service in services:
+        for job, port in service.metrics.items():
+            labels = {"replica": service.name} if job == "vllm" else {}
+            listed = targets.setdefault(job, [])
+            assert isinstance(listed, list)
+            listed.append((f"127.0.0.1:{port}", labels))
     # 2 s: the demo's few seconds of traffic then have enough samples to read back
     config = write_config(
         run_dir / "prometheus" / "prometheus.yml", local_config(targets, listen, "2s")
@@ -141,9 +158,10 @@ def query(url: str, expression: str) -> float | None:
 
 
 def print_demo_figures(
-    prometheus_url: str, loop_url: str, model_url: str, timeout: float = 20
+    prometheus_url: str, loop_url: str, engine_urls: list[str], timeout: float = 20
 ) -> None:
-    """A few of the demo's own figures, read back from Prometheus once it has scraped them."""
+    """A few of the demo's own figures, read back from Prometheus once it has scraped them
+    (`engine_urls`: each replica's, whose metrics the router's answers come from)."""
 
     def own_total(url: str, metric: str) -> float:
         lines = httpx.get(f"{url}/metrics", timeout=5).text.splitlines()
@@ -152,7 +170,9 @@ def print_demo_figures(
     # each job is scraped on its own schedule: wait until both have the demo's final counts
     expected = {
         "sum(leave_loop_runs_total)": own_total(loop_url, "leave_loop_runs_total"),
-        "sum(vllm:generation_tokens_total)": own_total(model_url, "vllm:generation_tokens_total"),
+        "sum(vllm:generation_tokens_total)": sum(
+            own_total(url, "vllm:generation_tokens_total") for url in engine_urls
+        ),
     }
     deadline, pause = time.monotonic() + timeout, threading.Event()
     while any(query(prometheus_url, q) != v for q, v in expected.items()):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from stack import compose
+from stack import compose, layout
 
 REPO = compose.REPO_ROOT
 SERVE_HELP = REPO / "tests" / "fixtures" / "vllm-0.32" / "serve-help.txt"
@@ -100,10 +100,12 @@ def test_start_up_is_health_gated(gpu):
     assert services["mcp-server"]["depends_on"]["mcp-seed"]["condition"] == (
         "service_completed_successfully"
     )
-    assert services["loop"]["depends_on"]["vllm"]["condition"] == "service_healthy"
+    assert services["loop"]["depends_on"]["vllm-router"]["condition"] == "service_healthy"
     assert services["loop"]["depends_on"]["mcp-server"]["condition"] == "service_healthy"
+    # the router takes traffic only once its replica answers /health
+    assert services["vllm-router"]["depends_on"]["vllm-0"]["condition"] == "service_healthy"
     # weights load and CUDA graph capture take minutes before /health answers
-    assert seconds(services["vllm"]["healthcheck"]["start_period"]) >= 300
+    assert seconds(services["vllm-0"]["healthcheck"]["start_period"]) >= 300
 
 
 def seconds(duration: str) -> float:
@@ -122,9 +124,10 @@ def test_every_image_is_pinned(gpu, sim):
 
 
 def test_vllm_gets_a_gpu_shared_memory_caches_and_no_published_port(gpu):
-    vllm = gpu["services"]["vllm"]
+    vllm = gpu["services"]["vllm-0"]
     devices = vllm["deploy"]["resources"]["reservations"]["devices"]
-    assert devices == [{"driver": "nvidia", "count": 1, "capabilities": ["gpu"]}]
+    # by id: Docker maps `count: N` to GPUs 0..N-1, which would stack replicas on one GPU
+    assert devices == [{"driver": "nvidia", "device_ids": ["0"], "capabilities": ["gpu"]}]
     assert vllm["ipc"] == "host"
     targets = {v["target"] for v in vllm["volumes"]}
     assert targets == {"/models", "/tool-parsers", "/root/.cache/huggingface", "/root/.cache/vllm"}
@@ -136,9 +139,9 @@ def test_vllm_gets_a_gpu_shared_memory_caches_and_no_published_port(gpu):
 
 
 def test_the_simulator_layout_changes_only_the_model_service(gpu, sim):
-    for name in ("mcp-seed", "mcp-server", "loop"):
+    for name in ("mcp-seed", "mcp-server", "loop", "vllm-router"):
         assert gpu["services"][name] == sim["services"][name], name
-    model = sim["services"]["vllm"]
+    model = sim["services"]["vllm-0"]
     assert model["command"] == ["python", "-m", "modelsim"]
     assert model["environment"]["SIM_PORT"] == "8000"
     assert "deploy" not in model and "ipc" not in model and not model.get("volumes")
@@ -147,19 +150,23 @@ def test_the_simulator_layout_changes_only_the_model_service(gpu, sim):
 def test_services_reach_each_other_by_the_names_and_ports_they_serve(gpu):
     services = gpu["services"]
     loop = services["loop"]["environment"]
-    assert loop["LOOP_MODEL_BASE_URL"] == "http://vllm:8000/v1"
+    assert loop["LOOP_MODEL_BASE_URL"] == "http://vllm-router:8000/v1"
     assert loop["LOOP_MCP_URL"] == "http://mcp-server:8090/mcp"
     assert "mcp-server:8090" in services["mcp-server"]["environment"]["MCP_ALLOWED_HOSTS"]
-    assert "--port" in services["vllm"]["command"]
-    assert services["vllm"]["command"][services["vllm"]["command"].index("--port") + 1] == "8000"
+    engine = services["vllm-0"]["command"]
+    assert engine[engine.index("--port") + 1] == "8000"
+    router = services["vllm-router"]["command"]
+    assert "--port=8000" in router
+    assert router[router.index("--worker-urls") + 1 :] == ["http://vllm-0:8000"]
 
 
 # -- variables: compose ⇄ .env.example ⇄ the configuration page ---------------------------------
 
 
 def compose_variables() -> set[str]:
+    """What the compose files interpolate, and what the layout they are written with reads."""
     text = "".join(f.read_text() for f in (compose.BASE_FILE, compose.SIM_FILE, compose.LOAD_FILE))
-    return set(re.findall(r"\$\{([A-Z][A-Z0-9_]*)", text))
+    return set(re.findall(r"\$\{([A-Z][A-Z0-9_]*)", text)) | set(layout.VARIABLES)
 
 
 def example_variables() -> set[str]:
@@ -208,8 +215,8 @@ def test_vllm_command_uses_only_flags_of_the_pinned_version(extra):
     import os
 
     project = compose.config(sim=False, environ={**os.environ, "VLLM_EXTRA_ARGS": extra})
-    command = project["services"]["vllm"]["command"]
-    image = project["services"]["vllm"]["image"]
+    command = project["services"]["vllm-0"]["command"]
+    image = project["services"]["vllm-0"]["image"]
     assert image.endswith(f":v{VLLM_VERSION}"), "serve-help.txt was recorded from this version"
     flags, parsers = recorded_flags()
     used = [arg for arg in command if arg.startswith("--")]
@@ -228,17 +235,17 @@ def test_a_tool_parser_plugin_is_passed_only_when_set():
     with_plugin = compose.config(
         sim=False, environ={**os.environ, **plugin, "VLLM_TOOL_CALL_PARSER": "json_tool_calls"}
     )
-    command = with_plugin["services"]["vllm"]["command"]
+    command = with_plugin["services"]["vllm-0"]["command"]
     flags, _ = recorded_flags()
     assert "--tool-parser-plugin" in flags
     at = command.index("--tool-parser-plugin")
     assert command[at + 1] == "/tool-parsers/json_tool_calls.py"
     assert command[command.index("--tool-call-parser") + 1] == "json_tool_calls"
     mount = next(
-        v for v in with_plugin["services"]["vllm"]["volumes"] if v["target"] == "/tool-parsers"
+        v for v in with_plugin["services"]["vllm-0"]["volumes"] if v["target"] == "/tool-parsers"
     )
     assert (Path(mount["source"]) / "json_tool_calls.py").is_file()
-    without = compose.config(sim=False)["services"]["vllm"]["command"]
+    without = compose.config(sim=False)["services"]["vllm-0"]["command"]
     assert "--tool-parser-plugin" not in without
 
 
@@ -248,7 +255,7 @@ def test_vllm_command_parses_with_vllms_own_parser_when_installed():
 
     project = compose.config(sim=False)
     parser = cli.make_arg_parser(FlexibleArgumentParser())
-    parser.parse_args(project["services"]["vllm"]["command"])
+    parser.parse_args(project["services"]["vllm-0"]["command"])
 
 
 def test_every_parser_named_in_env_example_is_a_real_choice():

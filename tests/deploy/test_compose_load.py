@@ -28,7 +28,7 @@ def load() -> dict:
 def test_the_load_generators_start_only_when_asked_for():
     services = project("")["services"]
     assert "locust-master" not in services and "locust-worker" not in services
-    assert {"loop", "vllm", "mcp-server"} <= set(services)
+    assert {"loop", "vllm-0", "vllm-router", "mcp-server"} <= set(services)
 
 
 def test_workers_can_be_scaled(load):
@@ -47,7 +47,7 @@ def test_master_and_workers_share_the_results_volume_and_reach_the_stack(load):
     master, worker = services["locust-master"], services["locust-worker"]
     mounts = [[(v["source"], v["target"]) for v in s["volumes"]] for s in (master, worker)]
     assert mounts[0] == mounts[1] == [("load-results", "/results")]
-    for name in ("vllm", "loop", "prometheus"):
+    for name in ("vllm-router", "loop", "prometheus"):
         assert set(master["networks"]) & set(services[name]["networks"]), name
         assert set(worker["networks"]) & set(services[name]["networks"]), name
     assert master["depends_on"]["loop"]["condition"] == "service_healthy"
@@ -64,7 +64,8 @@ def test_the_master_runs_python_m_loadtest_at_the_stacks_addresses(load):
     assert ours[:3] == ["python", "-m", "loadtest"]
     given = dict(zip(ours[3::2], ours[4::2], strict=True))
     assert given["--loop-url"] == f"http://loop:{services['loop']['environment']['LOOP_PORT']}"
-    assert given["--model-url"] == f"http://vllm:{services['vllm']['environment']['SIM_PORT']}/v1"
+    # the model users load the replicas through the router, as the loop does
+    assert given["--model-url"] == services["loop"]["environment"]["LOOP_MODEL_BASE_URL"]
     assert given["--prometheus-url"] == "http://prometheus:9090"
     assert given["--shape"] == "spike" and given["--users"] == "2"  # LOAD_ARGS
     assert locusts[:3] == ["--master", "--expect-workers", WORKERS]

@@ -43,11 +43,20 @@ def fake_docker(bin_dir: Path, *, compose_ok: bool, info: str | None) -> None:
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
 
 
+def fake_nvidia_smi(bin_dir: Path, gpus: int) -> None:
+    """An `nvidia-smi` that lists `gpus` GPUs as `--query-gpu=index,uuid` prints them."""
+    rows = "\n".join(f"{i}, GPU-{i:08d}-0000-0000-0000-000000000000" for i in range(gpus))
+    script = bin_dir / "nvidia-smi"
+    script.write_text(f"#!/bin/sh\nprintf '%s\\n' '{rows}'\n" if gpus else "#!/bin/sh\nexit 9\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+
+
 @pytest.fixture
 def path_with(tmp_path, monkeypatch):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    fake_nvidia_smi(bin_dir, 1)  # a one-GPU host, unless a test says otherwise
     return bin_dir
 
 
@@ -116,3 +125,58 @@ def test_a_published_port_held_by_another_program_is_named(path_with, tmp_path):
             "choose another port in deploy/.env"
         ]
     assert problems(sim=True, env_file=env) == []
+
+
+def gpu_host(path_with: Path, tmp_path: Path, gpus: int, **settings: str) -> Path:
+    """A GPU host with `gpus` GPUs, the model in place and deploy/.env saying `settings`."""
+    fake_docker(path_with, compose_ok=True, info='{"nvidia":{"path":"nvidia-container-runtime"}}')
+    fake_nvidia_smi(path_with, gpus)
+    model = tmp_path / "models" / "leave-copilot"
+    model.mkdir(parents=True, exist_ok=True)
+    (model / "config.json").write_text("{}")
+    env = tmp_path / ".env"
+    env.write_text(example_env(MODEL_DIR=str(tmp_path / "models"), **settings))
+    return env
+
+
+def test_gpus_the_host_does_not_have_are_named_before_anything_starts(path_with, tmp_path):
+    env = gpu_host(path_with, tmp_path, 2, VLLM_GPUS="4")
+    assert problems(sim=False, env_file=env) == [
+        "VLLM_GPUS/VLLM_GPU_IDS ask for GPU 2, 3, which this host does not have "
+        "(nvidia-smi lists 0, 1)"
+    ]
+    env = gpu_host(path_with, tmp_path, 4, VLLM_GPUS="4", VLLM_TENSOR_PARALLEL_SIZE="2")
+    assert problems(sim=False, env_file=env) == []
+    # the simulator layout stands for GPUs, it needs none
+    env = gpu_host(path_with, tmp_path, 0, VLLM_GPUS="4")
+    assert problems(sim=True, env_file=env) == []
+
+
+def test_a_host_without_a_driver_says_the_gpus_cannot_be_checked(path_with, tmp_path):
+    env = gpu_host(path_with, tmp_path, 0, VLLM_GPUS="2")
+    assert problems(sim=False, env_file=env) == [
+        "nvidia-smi does not answer, so GPUs 0, 1 cannot be checked: install the NVIDIA "
+        "driver (or use `make up-sim`)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("settings", "said"),
+    [
+        ({"VLLM_GPUS": "9"}, "VLLM_GPUS=9: this layout serves 1 to 8 GPUs on one host"),
+        ({"VLLM_GPUS": "two"}, "VLLM_GPUS='two' is not a whole number"),
+        (
+            {"VLLM_GPUS": "4", "VLLM_TENSOR_PARALLEL_SIZE": "3"},
+            "VLLM_TENSOR_PARALLEL_SIZE=3 does not divide VLLM_GPUS=4: each replica spans the "
+            "same number of GPUs",
+        ),
+        (
+            {"VLLM_GPUS": "2", "VLLM_GPU_IDS": "1"},
+            "VLLM_GPU_IDS names 1 GPUs, VLLM_GPUS asks for 2",
+        ),
+        ({"VLLM_GPUS": "2", "VLLM_GPU_IDS": "1,1"}, "VLLM_GPU_IDS=1,1 names a GPU twice"),
+    ],
+)
+def test_a_layout_that_cannot_be_served_is_one_line(path_with, tmp_path, settings, said):
+    env = gpu_host(path_with, tmp_path, 8, **settings)
+    assert problems(sim=False, env_file=env) == [said]

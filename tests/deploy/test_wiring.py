@@ -11,7 +11,7 @@ import os
 import httpx
 import pytest
 
-from stack import compose
+from stack import compose, layout
 from stack.demo import stream_run
 from stack.localstack import LocalStack, plan
 from tests.support import free_port
@@ -25,7 +25,15 @@ def local_stack(tmp_path_factory):
         "LOOP_PUBLISHED_PORT": str(free_port()),
         "MCP_PUBLISHED_PORT": str(free_port()),
     }
-    project = compose.config(sim=True, environ=environ)
+    # the two-replica simulator layout, as `make up-sim` writes it for VLLM_GPUS=2
+    two = layout.write_for(
+        compose.EXAMPLE_ENV, sim=True, environ={**environ, "VLLM_GPUS": "2"},
+        path=run_dir / "compose.layout.yaml",
+    )  # fmt: skip
+    assert [r.gpus for r in two.replicas] == [("0",), ("1",)]
+    project = compose.config(
+        sim=True, environ=environ, extra_files=[run_dir / "compose.layout.yaml"]
+    )
     services = plan(project, run_dir, local_model_port=free_port())
     stack = LocalStack(run_dir)
     try:
@@ -37,11 +45,16 @@ def local_stack(tmp_path_factory):
 
 def test_compose_commands_are_what_runs(local_stack):
     services, stack = local_stack
-    assert set(stack.running()) == {"vllm", "mcp-server", "loop"}
+    assert set(stack.running()) == {"vllm-0", "vllm-1", "vllm-router", "mcp-server", "loop"}
     assert services["loop"].command[1:] == ["-m", "loop"]
-    assert services["vllm"].command[1:] == ["-m", "modelsim"]
+    replicas = [services["vllm-0"], services["vllm-1"]]
+    for k, replica in enumerate(replicas):
+        assert replica.command[1:] == ["-m", "modelsim"]
+        assert replica.environment["SIM_GPU_IDS"] == str(k)  # the GPU it stands for
+    router = services["vllm-router"].command
+    assert router[router.index("--worker-urls") + 1 :] == [r.url for r in replicas]
     loop_env = services["loop"].environment
-    assert loop_env["LOOP_MODEL_BASE_URL"] == f"{services['vllm'].url}/v1"
+    assert loop_env["LOOP_MODEL_BASE_URL"] == f"{services['vllm-router'].url}/v1"
     assert loop_env["LOOP_MCP_URL"] == f"{services['mcp-server'].url}/mcp"
 
 
