@@ -238,11 +238,96 @@ AGENT = Board(
     ],
 )
 
+REPLICA = '{replica=~"$replica"}'
+REPLICAS = Board(
+    "leave-copilot-replicas",
+    "leave-copilot · Replicas and router",
+    "Each vLLM replica (vllm-0 …) on its own, and vllm-router in front of them: a replica "
+    "that runs hot while the others idle, one out of rotation, what the router retried.",
+    variables=[("replica", "label_values(vllm:num_requests_running, replica)")],
+    panels=[
+        Panel(
+            "Requests waiting by replica",
+            [Query(f"replica:vllm_num_requests_waiting:sum{REPLICA}", "{{replica}}")],
+            description="A queue on one replica only: its sessions outgrow it (the hash keeps "
+            "them there), or the others are out of rotation.",
+        ),
+        Panel(
+            "Requests running by replica",
+            [Query(f"replica:vllm_num_requests_running:sum{REPLICA}", "{{replica}}")],
+        ),
+        Panel(
+            "KV-cache usage by replica",
+            [Query(f"replica:vllm_kv_cache_usage_perc:max{REPLICA}", "{{replica}}")],
+            unit="percentunit",
+            thresholds=[(0, "green"), (0.8, "orange"), (0.9, "red")],
+        ),
+        Panel(
+            "Time to first token p95 by replica",
+            [Query(f"replica:vllm_time_to_first_token_seconds:p95_rate1m{REPLICA}", "{{replica}}")],
+            unit="s",
+        ),
+        Panel(
+            "Prefix-cache hit rate by replica",
+            [Query(f"replica:vllm_prefix_cache_hits:ratio_rate1m{REPLICA}", "{{replica}}")],
+            unit="percentunit",
+            description="Share of prompt tokens served from the replica's prefix cache: with "
+            "consistent_hash a session's later turns mostly hit.",
+        ),
+        Panel(
+            "GPU busy by replica (GR engine active)",
+            [Query(f"replica:dcgm_gr_engine_active:avg1m{REPLICA}", "{{replica}}")],
+            unit="percentunit",
+        ),
+        Panel(
+            "Router: requests / s by replica",
+            [Query("worker:vllm_router_processed_requests:rate1m", "{{worker}}")],
+            unit="reqps",
+            description="The load the router puts on each replica.",
+        ),
+        Panel(
+            "Router: retries and failed calls / s",
+            [
+                Query("sum(rate(vllm_router_retries_total[$__rate_interval]))", "retries"),
+                Query(
+                    "sum(rate(vllm_router_retries_exhausted_total[$__rate_interval]))",
+                    "retries exhausted (the client got an error)",
+                ),
+                Query(
+                    'sum by (worker) (rate(vllm_router_cb_outcomes_total{outcome="failure"}'
+                    "[$__rate_interval]))",
+                    "failed calls {{worker}}",
+                ),
+            ],
+            unit="reqps",
+        ),
+        Panel(
+            "Router: circuit by replica",
+            [Query("max by (worker) (vllm_router_cb_state)", "{{worker}}")],
+            kind="stat",
+            mappings={
+                "0": ("closed (in rotation)", "green"),
+                "1": ("OPEN: out of rotation", "red"),
+                "2": ("half-open: being tried", "orange"),
+            },
+        ),
+        Panel(
+            "Router: replicas in rotation",
+            [
+                Query("sum(vllm_router_worker_health)", "healthy"),
+                Query("max(vllm_router_active_workers)", "configured"),
+            ],
+            description="Below `configured`: a replica fails the router's health checks.",
+        ),
+    ],
+)
+
 GPU_FILTER = '{gpu=~"$gpu"}'
 GPU = Board(
     "leave-copilot-gpu",
     "leave-copilot · GPU",
-    "dcgm-exporter's fields. Without a GPU the simulator exports them, marked simulated.",
+    "dcgm-exporter's fields for the GPUs that serve, each labelled with its replica. Without a "
+    "GPU the simulator exports them, marked simulated.",
     variables=[("gpu", "label_values(DCGM_FI_DEV_FB_USED, gpu)")],
     panels=[
         Panel(
@@ -258,40 +343,46 @@ GPU = Board(
         Panel(
             "Activity (profiling fields)",
             [
-                Query(f"DCGM_FI_PROF_GR_ENGINE_ACTIVE{GPU_FILTER}", "GR engine active {{gpu}}"),
-                Query(f"DCGM_FI_PROF_SM_ACTIVE{GPU_FILTER}", "SM active {{gpu}}"),
-                Query(f"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{GPU_FILTER}", "tensor active {{gpu}}"),
+                Query(
+                    f"DCGM_FI_PROF_GR_ENGINE_ACTIVE{GPU_FILTER}",
+                    "GR engine active {{replica}} GPU {{gpu}}",
+                ),
+                Query(f"DCGM_FI_PROF_SM_ACTIVE{GPU_FILTER}", "SM active {{replica}} GPU {{gpu}}"),
+                Query(
+                    f"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{GPU_FILTER}",
+                    "tensor active {{replica}} GPU {{gpu}}",
+                ),
             ],
             unit="percentunit",
             description="GPU_UTIL reads ~100 % whenever a kernel runs; these say how busy.",
         ),
         Panel(
             "GPU_UTIL (coarse)",
-            [Query(f"DCGM_FI_DEV_GPU_UTIL{GPU_FILTER}", "{{gpu}}")],
+            [Query(f"DCGM_FI_DEV_GPU_UTIL{GPU_FILTER}", "{{replica}} GPU {{gpu}}")],
             unit="percent",
         ),
         Panel(
             "Framebuffer memory",
             [
-                Query(f"DCGM_FI_DEV_FB_USED{GPU_FILTER}", "used {{gpu}}"),
-                Query(f"DCGM_FI_DEV_FB_FREE{GPU_FILTER}", "free {{gpu}}"),
+                Query(f"DCGM_FI_DEV_FB_USED{GPU_FILTER}", "used {{replica}} GPU {{gpu}}"),
+                Query(f"DCGM_FI_DEV_FB_FREE{GPU_FILTER}", "free {{replica}} GPU {{gpu}}"),
             ],
             unit="mbytes",
             description="vLLM takes --gpu-memory-utilization of it at start, load or not.",
         ),
         Panel(
             "Power",
-            [Query(f"DCGM_FI_DEV_POWER_USAGE{GPU_FILTER}", "{{gpu}}")],
+            [Query(f"DCGM_FI_DEV_POWER_USAGE{GPU_FILTER}", "{{replica}} GPU {{gpu}}")],
             unit="watt",
         ),
         Panel(
             "SM clock",
-            [Query(f"DCGM_FI_DEV_SM_CLOCK{GPU_FILTER}", "{{gpu}}")],
+            [Query(f"DCGM_FI_DEV_SM_CLOCK{GPU_FILTER}", "{{replica}} GPU {{gpu}}")],
             unit="rotmhz",
         ),
         Panel(
             "Temperature",
-            [Query(f"DCGM_FI_DEV_GPU_TEMP{GPU_FILTER}", "{{gpu}}")],
+            [Query(f"DCGM_FI_DEV_GPU_TEMP{GPU_FILTER}", "{{replica}} GPU {{gpu}}")],
             unit="celsius",
             thresholds=[(0, "green"), (80, "orange"), (87, "red")],
         ),
@@ -372,7 +463,13 @@ COST = Board(
     ],
 )
 
-BOARDS = {"serving": SERVING, "agent-loop": AGENT, "gpu": GPU, "cost": COST}
+BOARDS = {
+    "serving": SERVING,
+    "replicas": REPLICAS,
+    "agent-loop": AGENT,
+    "gpu": GPU,
+    "cost": COST,
+}
 
 
 def _panel(spec: Panel, position: tuple[int, int]) -> Any:

@@ -86,7 +86,7 @@ def test_dashboards_have_unique_uids_and_use_the_provisioned_datasource():
             assert len(refs) == len(set(refs)) and all(refs), (path.name, panel["title"])
             for target in panel["targets"]:
                 assert target["datasource"]["uid"] in datasource_uids
-    assert len(uids) == len(set(uids)) == 4
+    assert len(uids) == len(set(uids)) == len(DASHBOARDS) == 5
 
 
 def test_the_dashboard_provider_points_at_the_mounted_dashboards():

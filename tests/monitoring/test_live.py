@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +21,7 @@ import pytest
 
 from stack import prometheus
 from stack.demo import run_scenarios
+from stack.processes import vllm_router
 from tests.loop.conftest import loop_service
 from tests.support import free_port, mcp_server, model_simulator, running, wait_until
 
@@ -31,6 +33,7 @@ VARIABLES = {
     "$__range": "5m",
     "$model": "leave-copilot",
     "$gpu": "0",
+    "$replica": "vllm-0",
 }
 EMPLOYEE = {"Authorization": "Bearer demo-token-employee"}
 
@@ -59,7 +62,8 @@ def traffic(loop: str) -> None:
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
             statuses = list(pool.map(run, ["查一下我的假單"] * 16))
         assert statuses == [200] * 16
-        for fault in ("guessed_id", "tool_call_as_text"):  # a rule refusal, a detection
+        # a rule refusal, a detection, and a model error the router retries and gives up on
+        for fault in ("guessed_id", "tool_call_as_text", "http_500"):
             http.post("/v1/runs", json={"input": f"把家庭旅遊送出審核 [sim-fault:{fault}]"})
     bad = httpx.post(
         f"{loop}/v1/runs",
@@ -76,11 +80,20 @@ def live(tmp_path_factory) -> Iterator[Live]:
     workdir: Path = tmp_path_factory.mktemp("monitoring")
     with (
         mcp_server(workdir) as mcp,
-        model_simulator(workdir, profile="gpu") as sim,
-        loop_service(workdir, f"{sim}/v1", f"{mcp}/mcp") as (loop, _),
+        model_simulator(workdir, profile="gpu", gpu_ids="0") as sim,
+        model_simulator(workdir, profile="gpu", gpu_ids="1") as other,
+        vllm_router(workdir, [sim, other]) as (router, router_metrics),
+        loop_service(workdir, f"{router}/v1", f"{mcp}/mcp", model_retry_backoff_seconds="0.05") as (
+            loop,
+            _,
+        ),
     ):
-        hostport = {
-            "vllm": sim.removeprefix("http://"),
+        hostport: dict[str, prometheus.Targets] = {
+            "vllm": [
+                (sim.removeprefix("http://"), {"replica": "vllm-0"}),
+                (other.removeprefix("http://"), {"replica": "vllm-1"}),
+            ],
+            "vllm-router": router_metrics.removeprefix("http://").removesuffix("/metrics"),
             "loop": loop.removeprefix("http://"),
             "mcp-server": mcp.removeprefix("http://"),
         }
@@ -92,7 +105,7 @@ def live(tmp_path_factory) -> Iterator[Live]:
         command = prometheus.command(config, workdir / "tsdb", listen)
         with running([], {}, workdir / "prometheus.log", f"http://{listen}/-/ready", argv=command):
             live = Live(f"http://{listen}", {"loop": loop, "mcp": mcp, "sim": sim})
-            wait_until(lambda: len(live.query("up == 1")) == 4, timeout=30, what="four targets up")
+            wait_until(lambda: len(live.query("up == 1")) == 6, timeout=30, what="six targets up")
             traffic(loop)
             # every run is counted by the loop; wait until Prometheus has scraped the last
             expected = float(
@@ -204,11 +217,18 @@ def dcgm_contract_label(line: str) -> bool:
 def test_the_cost_rules_agree_with_the_cost_module(live):
     from common.cost import CostSettings, self_hosted_usd_per_million_tokens
 
-    # the last recorded sample, with the time the rule was evaluated at
-    recorded = live.query(":leave_cost_self_hosted_usd_per_million_generated_tokens:rate5m[10s]")
-    at, value = recorded[0]["values"][-1]
-    # the rate the rule saw: the same expression at the rule's own evaluation time
-    rate = live.query("sum(rate(vllm:generation_tokens_total[5m]))", at=at)[0]["value"][1]
+    (rule,) = [
+        r
+        for r in rules()
+        if r.get("record") == ":leave_cost_self_hosted_usd_per_million_generated_tokens:rate5m"
+    ]
+    # both at one moment far enough back that every scrape before it is stored: the rule's own
+    # evaluation can run before a scrape stamped earlier has been written (two replicas are
+    # scraped apart), so its recorded sample is not always what the same data gives later
+    at = time.time() - 5
+    value = float(live.query(rule["expr"], at=at)[0]["value"][1])
+    rate = float(live.query("sum(rate(vllm:generation_tokens_total[5m]))", at=at)[0]["value"][1])
     settings = CostSettings()
-    expected = self_hosted_usd_per_million_tokens(settings.gpu_hourly_usd, float(rate))
-    assert float(value) == pytest.approx(expected, rel=1e-9)
+    expected = self_hosted_usd_per_million_tokens(settings.gpu_hourly_usd, rate)
+    assert value == pytest.approx(expected, rel=1e-9)
+    assert live.query(rule["record"]), "and the rule records it"
