@@ -1,8 +1,10 @@
-"""`make up-sim` in real containers: health, the seed scenarios, a restart mid-run, `make down`.
+"""`make up-sim` in real containers: health, the seed scenarios, a restart mid-run, a replica
+dying under load, `make down`.
 
 The stack is started exactly as a user starts it (the Makefile, deploy/compose.yaml +
-deploy/compose.sim.yaml, an env file made from .env.example), through the real Compose v2
-binary and podman's Docker-compatible API.
+deploy/compose.sim.yaml + the layout `make up-sim` writes, an env file made from .env.example
+asking for two replicas behind the router), through the real Compose v2 binary and podman's
+Docker-compatible API.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import httpx
 import pytest
 
 from stack.demo import run_scenarios
+from stack.layout import LAYOUT_FILE
 from stack.stackcheck import Stack, problems
 from tests.support import free_port, wait_until
 
@@ -48,7 +51,7 @@ class UpStack:
     def __init__(self, engine: Engine, env: Path, loop_port: int, prometheus_port: int) -> None:
         self.engine, self.env, self.loop_port = engine, env, loop_port
         self.prometheus_url = f"http://127.0.0.1:{prometheus_port}"
-        extra = (Path(__file__).resolve().parents[2] / SITE_OVERRIDE,)
+        extra = (LAYOUT_FILE, Path(__file__).resolve().parents[2] / SITE_OVERRIDE)
         self.stack = Stack(sim=True, env_file=env, extra_files=extra, environ=engine.env)
         self.is_up = False
 
@@ -78,6 +81,7 @@ def stack(engine: Engine, tmp_path_factory, timings) -> Iterator[UpStack]:
         PROMETHEUS_PUBLISHED_PORT=str(prometheus_port),
         GRAFANA_PUBLISHED_PORT=str(free_port()),
         SIM_PROFILE="instant",
+        VLLM_GPUS="2",  # two simulator replicas behind the router
     )
     up = UpStack(engine, env, loop_port, prometheus_port)
     started = time.monotonic()
@@ -106,7 +110,7 @@ def test_every_service_is_ready_by_compose_and_by_its_own_endpoints(stack):
     containers = map(json.loads, listed.splitlines())
     states = {c["Service"]: (c["State"], c.get("Health", "")) for c in containers}
     assert states["mcp-seed"][0] == "exited"
-    for service in ("vllm", "mcp-server", "loop", "prometheus"):
+    for service in ("vllm-0", "vllm-1", "vllm-router", "mcp-server", "loop", "prometheus"):
         assert states[service] == ("running", "healthy"), states
     assert "grafana" not in states  # left out by the tier's override
     ready = httpx.get(f"{stack.loop_url}/readyz", timeout=5).json()
@@ -116,8 +120,18 @@ def test_every_service_is_ready_by_compose_and_by_its_own_endpoints(stack):
 def test_prometheus_in_the_stack_scrapes_every_service(stack):
     def all_up() -> bool:
         targets = httpx.get(f"{stack.prometheus_url}/api/v1/targets", timeout=5).json()
-        health = {t["labels"]["job"]: t["health"] for t in targets["data"]["activeTargets"]}
-        return health == {"prometheus": "up", "vllm": "up", "loop": "up", "mcp-server": "up"}
+        health = {
+            (t["labels"]["job"], t["labels"].get("replica", "")): t["health"]
+            for t in targets["data"]["activeTargets"]
+        }
+        return health == {
+            ("prometheus", ""): "up",
+            ("vllm", "vllm-0"): "up",  # each replica found by its name, on its own
+            ("vllm", "vllm-1"): "up",
+            ("vllm-router", ""): "up",
+            ("loop", ""): "up",
+            ("mcp-server", ""): "up",
+        }
 
     wait_until(all_up, timeout=60, what="every scrape target up")
     # the simulator's GPU series arrive under the vllm job, marked simulated
@@ -206,6 +220,93 @@ def kill_service_process(engine: Engine, container: str) -> None:
 
 def restarts(engine: Engine, container: str) -> int:
     return int(engine.podman.run("inspect", container, "--format", "{{.RestartCount}}").stdout)
+
+
+def query(stack, expression: str) -> dict[str, float]:
+    """An instant query on the stack's own Prometheus: {worker or replica: value}."""
+    answer = httpx.get(
+        f"{stack.prometheus_url}/api/v1/query", params={"query": expression}, timeout=5
+    ).json()
+    return {
+        r["metric"].get("worker") or r["metric"].get("replica", ""): float(r["value"][1])
+        for r in answer["data"]["result"]
+    }
+
+
+def test_a_replica_that_dies_under_load_is_taken_out_of_rotation_and_used_again(stack, engine):
+    """kill -9 of one simulator replica while six users run sessions through the router."""
+    dead = "http://vllm-1:8000"  # as the router names its worker
+    headers = {"Authorization": "Bearer demo-token-employee"}
+    runs: list[tuple[float, float, str, str, str]] = []  # start, end, status, reason, answer
+    stop = threading.Event()
+
+    def user(number: int) -> None:
+        with httpx.Client(base_url=stack.loop_url, headers=headers, timeout=120) as http:
+            turn = 0
+            while not stop.is_set():
+                body = {
+                    "input": "查一下我的假單",
+                    "session_id": f"ses-failover-{number}-{turn % 3}",
+                }
+                started = time.monotonic()
+                run = http.post("/v1/runs", json=body).json()
+                runs.append(
+                    (started, time.monotonic(), run["status"], run.get("reason") or "",
+                     run["answer"])
+                )  # fmt: skip
+                turn += 1
+
+    def served() -> dict[str, float]:
+        return query(stack, "sum by (worker) (vllm_router_processed_requests_total)")
+
+    def in_rotation() -> bool:
+        state = query(stack, "max by (worker) (vllm_router_cb_state)")
+        health = query(stack, "min by (worker) (vllm_router_worker_health)")
+        return state.get(dead) == 0 and health.get(dead) == 1
+
+    users = [threading.Thread(target=user, args=(n,)) for n in range(6)]
+    for thread in users:
+        thread.start()
+    try:
+        wait_until(lambda: len(served()) == 2 and min(served().values()) > 0, timeout=60,
+                   what="both replicas serving")  # fmt: skip
+        container = stack.compose("ps", "-q", "vllm-1").stdout.strip()
+        before = restarts(engine, container)
+        killed = time.monotonic()
+        kill_service_process(engine, container)
+        wait_until(lambda: not in_rotation(), timeout=90, what="the router taking vllm-1 out")
+        out = time.monotonic()
+        wait_until(lambda: restarts(engine, container) > before, timeout=60, what="a restart")
+        restarted = time.monotonic()
+        count = served().get(dead, 0)
+        wait_until(lambda: in_rotation() and served().get(dead, 0) > count, timeout=150,
+                   what="vllm-1 back in rotation and served")  # fmt: skip
+        used = time.monotonic()
+    finally:
+        stop.set()
+        for thread in users:
+            thread.join(150)
+    assert not any(thread.is_alive() for thread in users), "a run hung"
+    during = [r for r in runs if killed <= r[0] <= restarted]
+    by_status: dict[str, int] = {}
+    for _, _, status, reason, _ in runs:
+        key = status if status == "completed" else f"{status}: {reason.split(':')[0]}"
+        by_status[key] = by_status.get(key, 0) + 1
+    print(
+        f"\nreplica failover: vllm-1 killed at 0 s; out of rotation (seen by Prometheus, 5 s "
+        f"scrapes) at {out - killed:.1f} s; container restarted by {restarted - killed:.1f} s; "
+        f"back in rotation and served again at {used - killed:.1f} s\n"
+        f"  {len(runs)} runs: {by_status}; {len(during)} started while it was down, "
+        f"{sum(1 for r in during if r[2] == 'completed')} of them completed; longest run "
+        f"{max(r[1] - r[0] for r in runs):.1f} s"
+    )
+    # every run ended with a true status: served, or failed naming the model, never a claim
+    for _, _, status, reason, answer in runs:
+        assert status == "completed" or reason.startswith("model_error"), (status, reason)
+        if status != "completed":
+            assert "找到" not in answer, answer
+    # the other replica served while vllm-1 was down
+    assert any(r[2] == "completed" for r in during), during
 
 
 def test_make_load_compose_runs_a_master_and_two_workers_against_the_stack(

@@ -29,6 +29,7 @@ ENTRY_POINTS = [
     ["mcp_server", "seed", "--help"],
     ["modelsim", "--help"],
     ["common.healthprobe", "--help"],
+    ["vllm_router.launch_router", "--help"],  # the router compose runs from this image
 ]
 
 
@@ -138,6 +139,22 @@ def test_every_entry_point_starts(image_python, entry_point):
     done = run_isolated(image_python, "-m", *entry_point)
     assert done.returncode == 0, done.stderr
     assert "usage:" in done.stdout or "python -m common.healthprobe" in done.stdout
+
+
+def test_the_router_binary_is_the_pinned_one_and_takes_the_flags_compose_gives_it(image_python):
+    from stack.compose import config
+
+    command = config(sim=True)["services"]["vllm-router"]["command"]
+    router = image_python.parent / command[0]
+    done = run_isolated(router, "--help")
+    assert done.returncode == 0, done.stderr
+    flags = {a.partition("=")[0] for a in command if a.startswith("--")}
+    offered = set(re.findall(r"(--[a-z][a-z0-9-]*)", done.stdout))
+    assert flags <= offered, flags - offered
+    version = run_isolated(
+        image_python, "-c", "import vllm_router.version as v; print(v.__version__)"
+    )
+    assert version.stdout.strip() == "0.1.17", version
 
 
 def test_a_postgresql_url_finds_its_driver_in_the_image(image_python):
