@@ -26,6 +26,7 @@ from common.contract import LeaveStatus, ToolName
 from mcp_server.leaves import LeaveService
 from mcp_server.storage import Database
 from stack import compose, realvllm
+from stack.processes import vllm_router
 from tests.loop.conftest import EMPLOYEE, loop_service, stream_run
 from tests.modelsim.test_vllm_fidelity import FAMILIES, shape
 from tests.support import (
@@ -47,7 +48,7 @@ KNOWN_TOOLS = {str(name) for name in ToolName}
 
 def vllm_command() -> list[str]:
     environ = {**os.environ, **PLUGIN_SETTINGS}
-    command: list[str] = compose.config(sim=False, environ=environ)["services"]["vllm"]["command"]
+    command: list[str] = compose.config(sim=False, environ=environ)["services"]["vllm-0"]["command"]
     return command
 
 
@@ -85,7 +86,9 @@ def vllm_url(tmp_path_factory):
 @pytest.mark.parametrize("with_plugin", [False, True], ids=["built-in parser", "plugin"])
 def test_compose_command_parses_with_vllms_own_parser(with_plugin):
     command = (
-        vllm_command() if with_plugin else compose.config(sim=False)["services"]["vllm"]["command"]
+        vllm_command()
+        if with_plugin
+        else compose.config(sim=False)["services"]["vllm-0"]["command"]
     )
     # The plugin file is where the container mounts it; vLLM imports it and looks the name up.
     check = (
@@ -206,12 +209,65 @@ def test_the_models_json_text_arrives_as_tool_calls(vllm_url):
 
 
 @pytest.fixture(scope="module")
-def loop_on_real_vllm(vllm_url, tmp_path_factory):
+def router_url(vllm_url, tmp_path_factory):
+    """The compose file's router in front of the real server, as the stack runs it."""
+    with vllm_router(tmp_path_factory.mktemp("router"), [vllm_url]) as (router, _):
+        yield router
+
+
+def test_tool_calls_and_streams_pass_through_the_router_unchanged(vllm_url, router_url):
+    """The same request, straight to vLLM and through vllm-router: the same tool call, and
+    the same streamed deltas with the usage chunk."""
+    from loadtest.conversations import build
+
+    tools = build()["tools"]
+    body = {
+        "model": "leave-copilot",
+        "messages": [{"role": "user", "content": "查詢我所有的假單"}],
+        "tools": tools,
+        "temperature": 0,
+        "max_tokens": 120,
+    }
+    whole = [
+        httpx.post(f"{base}/v1/chat/completions", json=body, timeout=300).json()
+        for base in (vllm_url, router_url)
+    ]
+    calls = [
+        [(c["function"]["name"], json.loads(c["function"]["arguments"]))
+         for c in answer["choices"][0]["message"]["tool_calls"]]
+        for answer in whole
+    ]  # fmt: skip
+    assert calls[0] and calls[0] == calls[1], calls
+    assert whole[0]["usage"] == whole[1]["usage"]
+
+    def streamed(base: str) -> tuple[list[str], dict[str, Any]]:
+        stream = {**body, "stream": True, "stream_options": {"include_usage": True}}
+        deltas, usage = [], {}
+        with httpx.stream("POST", f"{base}/v1/chat/completions", json=stream, timeout=300) as r:
+            for line in r.iter_lines():
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                chunk = json.loads(line[6:])
+                usage = chunk.get("usage") or usage
+                for choice in chunk["choices"]:
+                    for call in choice["delta"].get("tool_calls") or []:
+                        deltas.append(json.dumps(call.get("function"), ensure_ascii=False))
+                    if choice["delta"].get("content"):
+                        deltas.append(choice["delta"]["content"])
+        return deltas, usage
+
+    direct, routed = streamed(vllm_url), streamed(router_url)
+    assert direct[0] and direct == routed
+
+
+@pytest.fixture(scope="module")
+def loop_on_real_vllm(router_url, tmp_path_factory):
+    """The loop on the real model through the router, as compose wires it."""
     workdir = tmp_path_factory.mktemp("loop-real")
     settings = {"model_timeout_seconds": "300", "max_tokens": "200"}
     with (
         mcp_server(workdir) as mcp,
-        loop_service(workdir, f"{vllm_url}/v1", f"{mcp}/mcp", **settings) as (loop, _),
+        loop_service(workdir, f"{router_url}/v1", f"{mcp}/mcp", **settings) as (loop, _),
     ):
         database = Database(f"sqlite:///{next(workdir.glob('leave-*.db'))}")
         try:
