@@ -76,6 +76,12 @@ bench: $(SYNCED) ## loop (engine, service, seed script) and MCP server (ours, mi
 bench-search: $(SYNCED) ## search_leaves query cost as the company grows (100 to 4000 employees)
 	$(PY) benchmarks/search_scale.py
 
+# `make bench-router BENCH_ROUTER_ARGS="--rounds 3"`: flags of benchmarks/router.py.
+BENCH_ROUTER_ARGS ?=
+.PHONY: bench-router
+bench-router: $(SYNCED) ## vllm-router: its own cost per request, what replicas and session affinity buy
+	$(PY) benchmarks/router.py $(BENCH_ROUTER_ARGS)
+
 .PHONY: bench-mcp
 bench-mcp: $(SYNCED) ## benchmark MCP tool-call round trips (prints p50/p99, calls/s)
 	$(PY) benchmarks/mcp_roundtrip.py
