@@ -55,8 +55,11 @@ def create_app(settings: LoopSettings | None = None, store: RunStore | None = No
             max_concurrent_runs=settings.max_concurrent_runs,
             session_max_messages=settings.session_max_messages,
             trace_model_name=settings.model_name if settings.trace_log else None,
+            instance_id=settings.identity,
+            lease_seconds=settings.lease_seconds,
         )
         manager.mark_interrupted()
+        lease = asyncio.create_task(manager.keep_lease())
         app.state.settings = settings
         app.state.metrics = metrics
         app.state.manager = manager
@@ -68,8 +71,10 @@ def create_app(settings: LoopSettings | None = None, store: RunStore | None = No
         try:
             yield
         finally:
+            lease.cancel()
             await _stop_runs(manager)
             manager.close()
+            manager.release_lease()
             await pool.close()
             await model.close()
             await app.state.probe.aclose()

@@ -201,8 +201,12 @@ class RunManager:
         max_concurrent_runs: int,
         session_max_messages: int,
         trace_model_name: str | None = None,
+        instance_id: str = "loop",
+        lease_seconds: float = 30.0,
     ) -> None:
         self.pool = pool
+        self.instance_id = instance_id  # who owns the runs this manager starts
+        self.lease_seconds = lease_seconds
         self.config = config
         self.store = store
         self.metrics = metrics
@@ -306,6 +310,7 @@ class RunManager:
             input=run.input,
             system_prompt=self.config.system_prompt,
             created_at=run.created_at,
+            owner=self.instance_id,
         )
         try:
             async with self._slots:
@@ -532,8 +537,41 @@ class RunManager:
         return sorted(waiting + listed, key=lambda r: r["created_at"] or "", reverse=True)[:limit]
 
     def mark_interrupted(self) -> int:
-        """Runs left "running" by a previous process never finish: say so in their records."""
-        return self.store.mark_interrupted()
+        """At start: the runs this loop left running before it restarted (and those whose
+        owner's lease ran out) never finish; say so in their records. Another live loop's
+        runs on the same store are left alone. Takes this loop's lease first."""
+        self.store.renew_lease(self.instance_id)
+        return self.store.mark_interrupted(self.instance_id, self.lease_seconds)
+
+    async def keep_lease(self) -> None:
+        """Forever: renew this loop's lease, and mark the runs of loops that stopped renewing
+        theirs (a loop that died and did not come back). A third of a lease apart, so one
+        missed renewal never lets the lease run out."""
+        every = self.lease_seconds / 3
+        while True:
+            await asyncio.sleep(every)
+            try:
+                await anyio.to_thread.run_sync(self.store.renew_lease, self.instance_id)
+                swept = await anyio.to_thread.run_sync(
+                    partial(
+                        self.store.mark_interrupted,
+                        self.instance_id,
+                        self.lease_seconds,
+                        own=False,
+                    )
+                )
+            except Exception as error:  # the store may be briefly away: try next time
+                logger.warning("lease renewal failed: %s", type(error).__name__)
+                continue
+            if swept:
+                logger.warning("marked %d run(s) of a loop that stopped as interrupted", swept)
+
+    def release_lease(self) -> None:
+        """At a clean stop: this loop's runs have ended, nobody need wait for its lease."""
+        try:
+            self.store.release_lease(self.instance_id)
+        except Exception as error:
+            logger.warning("lease release failed: %s", type(error).__name__)
 
 
 def _new_session_id() -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -47,4 +49,19 @@ class LoopSettings(BaseSettings):
         20, ge=1, description="Failed authentications per client address per window."
     )
     auth_failure_window_seconds: float = Field(60.0, gt=0)
+    instance_id: str | None = Field(
+        None,
+        max_length=128,
+        description="This loop's name on a store other loops share; unset: host name:port "
+        "(a container's host name is its own).",
+    )
+    lease_seconds: float = Field(
+        30.0, ge=1, description="A loop that stops renewing for this long loses its runs."
+    )
     log_level: LogLevel = "info"
+
+    @property
+    def identity(self) -> str:
+        """Stable across restarts of the same loop (so it recognises its own runs), distinct
+        for two loops on one host (they listen on different ports)."""
+        return self.instance_id or f"{socket.gethostname()}:{self.port}"

@@ -31,6 +31,7 @@ from sqlalchemy.engine.interfaces import DBAPICursor
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
 from common.dbapi import CompiledStatement, integrity_error, pooled_transaction
+from common.schema import upgrade
 from common.sqlite import (
     NonWaitingWriter,
     create_engine_for,
@@ -71,6 +72,18 @@ class RunRecord(Base):
         DateTime(timezone=True), default=utcnow, index=True
     )
     finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    # The loop process running it (LOOP_INSTANCE_ID): another loop on the same store leaves a
+    # run it does not own alone while its owner renews its lease.
+    owner: Mapped[str | None] = mapped_column(String(128), index=True)
+
+
+class LoopInstance(Base):
+    """A loop process's lease on the runs it owns, renewed while it lives."""
+
+    __tablename__ = "loop_instances"
+
+    id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    renewed_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
 class SessionRecord(Base):
@@ -241,7 +254,7 @@ def _append(
 class RunStore:
     def __init__(self, url: str) -> None:
         self.engine = create_engine_for(url)
-        Base.metadata.create_all(self.engine)
+        upgrade(self.engine, Base.metadata)  # a store an older loop made gains its new columns
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         # Writers read then write: take SQLite's write lock up front (see common.sqlite).
         self._write_engine = self.engine.execution_options(sqlite_begin="IMMEDIATE")
@@ -383,11 +396,38 @@ class RunStore:
         with self._transaction(wait) as cursor:
             self._writes.save_steps.execute(cursor, {"run_id": run_id, "steps": steps})
 
-    def mark_interrupted(self) -> int:
-        """Runs left "running" by a process that died: failed, and any tool call that had
-        started is named, since it may have been applied."""
+    def renew_lease(self, instance_id: str) -> None:
+        """This loop is alive: its runs are its own for another lease."""
         with self._writer() as s, s.begin():
-            stale = s.scalars(select(RunRecord).where(RunRecord.status == "running")).all()
+            s.merge(LoopInstance(id=instance_id, renewed_at=utcnow()))
+
+    def release_lease(self, instance_id: str) -> None:
+        with self._writer() as s, s.begin():
+            instance = s.get(LoopInstance, instance_id)
+            if instance is not None:
+                s.delete(instance)
+
+    def mark_interrupted(
+        self, instance_id: str | None = None, lease_seconds: float = 30.0, *, own: bool = True
+    ) -> int:
+        """Runs left "running" by a process that died: failed, and any tool call that had
+        started is named, since it may have been applied. Which: those whose owner stopped
+        renewing its lease for `lease_seconds`, and with `own` (a loop starting) those this
+        loop owned before it restarted and those of no owner (an older loop's); another live
+        loop's runs are its own. (`instance_id` None: every running run, whoever owns it.)"""
+        expired = utcnow() - dt.timedelta(seconds=lease_seconds)
+        live = select(LoopInstance.id).where(LoopInstance.renewed_at >= expired)
+        with self._writer() as s, s.begin():
+            query = select(RunRecord).where(RunRecord.status == "running")
+            if instance_id is not None:
+                lapsed = RunRecord.owner.not_in(live)
+                if own:
+                    query = query.where(
+                        lapsed | (RunRecord.owner == instance_id) | RunRecord.owner.is_(None)
+                    )
+                else:
+                    query = query.where(lapsed)
+            stale = s.scalars(query.with_for_update()).all()
             for record in stale:
                 steps = [_interrupted(step) for step in record.steps or []]
                 started = [
@@ -395,7 +435,7 @@ class RunStore:
                     for step in steps
                     if step.get("error") == INTERRUPTED_STEP
                 ]
-                reason = "interrupted: the loop service restarted during the run"
+                reason = "interrupted: the loop service running it stopped during the run"
                 if started:
                     reason += (
                         f"; {', '.join(started)} had started and its outcome is unknown: check "

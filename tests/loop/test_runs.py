@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 from typing import Any
 
+import sqlalchemy
+from sqlalchemy import create_engine, update
+
+from common.sqlite import utcnow
 from loop.engine import LoopConfig, ModelReply, ToolInfo, ToolResult
 from loop.metrics import LoopMetrics
 from loop.runs import RunManager
-from loop.store import RunRecord, RunStore
+from loop.store import LoopInstance, RunRecord, RunStore
 
 
 class OneAnswerModel:
@@ -72,7 +77,7 @@ async def test_runs_left_running_by_a_dead_process_are_marked_interrupted(
     )
     assert manager(store).mark_interrupted() == 1
     record = store.get_run("run_x", "k")
-    assert record.status == "failed" and "restarted" in record.reason
+    assert record.status == "failed" and "stopped during the run" in record.reason
 
 
 async def test_concurrent_runs_record_and_remember_without_locking_errors(
@@ -264,3 +269,73 @@ def test_a_late_step_save_does_not_overwrite_a_finished_run(tmp_path):
     store.finish_run(record, None, 10)
     store.save_steps("r3", [{"name": "late"}])
     assert store.get_run("r3", "k").steps == [{"name": "early"}, {"name": "last"}]
+
+
+def _running(store: RunStore, run_id: str, owner: str | None) -> None:
+    store.save_run(
+        RunRecord(id=run_id, user_key="k", session_id="s", status="running", input="hi",
+                  owner=owner)
+    )  # fmt: skip
+
+
+def _lease_lapsed(store: RunStore, instance_id: str) -> None:
+    """The instance last renewed its lease an hour ago, as a loop that died would have."""
+    with store.engine.begin() as connection:
+        connection.execute(
+            update(LoopInstance)
+            .where(LoopInstance.id == instance_id)
+            .values(renewed_at=utcnow() - dt.timedelta(hours=1))
+        )
+
+
+async def test_a_loop_starting_marks_its_own_orphans_and_leaves_another_live_loops_runs(
+    tmp_path, new_database_url
+):
+    """Two loops on one store: each has an identity and a lease."""
+    store = RunStore(new_database_url(tmp_path, "loop"))
+    store.renew_lease("loop-a")
+    _running(store, "run_a", "loop-a")  # loop-a is alive, its run waits on a person
+    _running(store, "run_b", "loop-b")  # loop-b's, from before loop-b restarted
+    _running(store, "run_old", None)  # an older loop's, which named no owner
+    assert store.mark_interrupted("loop-b", 30) == 2  # loop-b starts again
+    statuses = {r: store.get_run(r, "k").status for r in ("run_a", "run_b", "run_old")}
+    assert statuses == {"run_a": "running", "run_b": "failed", "run_old": "failed"}
+    # loop-a dies and does not come back: loop-b's sweep takes its runs once the lease lapses
+    assert store.mark_interrupted("loop-b", 30, own=False) == 0
+    _lease_lapsed(store, "loop-a")
+    assert store.mark_interrupted("loop-b", 30, own=False) == 1
+    record = store.get_run("run_a", "k")
+    assert record.status == "failed" and "stopped during the run" in record.reason
+
+
+async def test_a_run_is_owned_by_the_loop_that_starts_it(tmp_path, new_database_url):
+    store = RunStore(new_database_url(tmp_path, "loop"))
+    runs = RunManager(
+        pool=FakePool(), model=OneAnswerModel(), streaming_model=OneAnswerModel(),
+        config=LoopConfig(), store=store, metrics=LoopMetrics(), max_concurrent_runs=4,
+        session_max_messages=10, instance_id="loop-7",
+    )  # fmt: skip
+    run = await runs.start("token", "hi", session_id=None, confirm="decline", stream=False)
+    await run.outcome()
+    assert store.get_run(run.id, run.user_key).owner == "loop-7"
+
+
+def test_a_store_an_older_loop_made_gains_the_new_columns(tmp_path):
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    engine = create_engine(url)
+    with engine.begin() as connection:  # the runs table as it was before runs had an owner
+        connection.execute(sqlalchemy.text("CREATE TABLE runs (id VARCHAR(40) PRIMARY KEY, user_key "
+                                "VARCHAR(64), session_id VARCHAR(64), status VARCHAR(16), "
+                                "input TEXT, answer TEXT, reason VARCHAR(500), result JSON, "
+                                "steps JSON, messages JSON, tools JSON, system_prompt TEXT, "
+                                "history JSON, prompt_tokens INTEGER, completion_tokens INTEGER, "
+                                "turns INTEGER, tool_errors INTEGER, created_at DATETIME, "
+                                "finished_at DATETIME)"))  # fmt: skip
+        connection.execute(sqlalchemy.text("INSERT INTO runs (id, user_key, session_id, status, input) "
+                                "VALUES ('run_1', 'k', 's', 'running', 'hi')"))  # fmt: skip
+    engine.dispose()
+    store = RunStore(url)
+    assert store.get_run("run_1", "k").owner is None  # kept, and readable
+    assert store.mark_interrupted("loop-a") == 1
+    RunStore(url).dispose()  # a second start adds nothing twice
+    store.dispose()
