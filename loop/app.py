@@ -12,7 +12,7 @@ from fastapi.exceptions import RequestValidationError
 
 from common.limits import HeaderSizeLimit
 
-from .api import health, openai_facade, runs
+from .api import docs, health, openai_facade, runs
 from .api.auth import AuthGuard
 from .api.errors import errors
 from .auth_guard import FailureLimiter, RejectedTokens
@@ -82,6 +82,8 @@ def create_app(settings: LoopSettings | None = None, store: RunStore | None = No
         "server: runs, streaming, confirmations over HTTP, sessions, step records.",
         lifespan=lifespan,
         responses=errors(431),  # every route: see HeaderSizeLimit
+        docs_url=None,  # docs.install serves them without a CDN
+        redoc_url=None,
     )
     # Outermost: an oversized header is refused before anything reads or forwards it.
     app.add_middleware(HeaderSizeLimit, max_bytes=settings.max_header_bytes)
@@ -89,6 +91,7 @@ def create_app(settings: LoopSettings | None = None, store: RunStore | None = No
     app.include_router(runs.router)
     app.include_router(openai_facade.router)
     app.add_exception_handler(RequestValidationError, openai_facade.invalid_request)
+    docs.install(app)
 
     document = app.openapi
 
