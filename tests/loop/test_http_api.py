@@ -5,14 +5,16 @@ shapes of the errors that say so, and the form of its times."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
 
 from tests.support import mcp_server, model_simulator
 
-from .conftest import EMPLOYEE, Stack, loop_service, post_run
+from .conftest import EMPLOYEE, Stack, leave_status, loop_service, post_run
 
 QUESTION = "我的假期餘額還有多少？"
 
@@ -35,6 +37,76 @@ def stack(tmp_path_factory, new_database_url) -> Iterator[Stack]:
         ) as (loop, store_url),
     ):
         yield Stack(loop, f"{mcp}/mcp", f"{sim}/v1", store_url, mcp_db_url, workdir)
+
+
+# --- confirmations ---------------------------------------------------------------------------
+
+NESTED = {"action": "accept", "content": {"a": {"b": 1}}}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [NESTED, {"action": "accept", "content": {"confirm": "maybe"}}, {"action": "accept"}],
+)
+def test_an_answer_to_an_unknown_run_or_confirmation_is_404_whatever_its_content(stack, body):
+    finished = post_run(stack, {"input": QUESTION}).json()
+    for path in (
+        "/v1/runs/run_does_not_exist/confirmations/cf_none",
+        f"/v1/runs/{finished['id']}/confirmations/cf_none",
+    ):
+        response = httpx.post(f"{stack.loop}{path}", json=body, headers=EMPLOYEE)
+        assert response.status_code == 404, response.text
+        assert response.json() == {"detail": "no such pending confirmation"}
+
+
+def test_content_a_pending_confirmation_cannot_take_is_422_and_it_stays_answerable(stack):
+    found = post_run(stack, {"input": "查一下我表妹婚禮的假單"}).json()
+    leave_id = found["steps"][1]["result"]["leaves"][0]["leave_id"]
+    refused: list[httpx.Response] = []
+    accepted: httpx.Response | None = None
+    final: dict[str, Any] = {}
+    with (
+        httpx.Client(base_url=stack.loop, headers=EMPLOYEE, timeout=60) as http,
+        http.stream(
+            "POST", "/v1/runs", json={"input": "取消我表妹婚禮那張假", "stream": True}
+        ) as response,
+    ):
+        run_id, kind = "", ""
+        for line in response.iter_lines():
+            if line.startswith("event: "):
+                kind = line[7:]
+            elif line.startswith("data: "):
+                data = json.loads(line[6:])
+                run_id = run_id or data["id"]
+                if kind == "confirmation.requested":
+                    path = f"/v1/runs/{run_id}/confirmations/{data['confirmation_id']}"
+                    for content in ({"a": {"b": 1}}, {"confirm": "yes"}, {"confirm": [True]}):
+                        refused.append(
+                            http.post(path, json={"action": "accept", "content": content})
+                        )
+                    accepted = http.post(
+                        path, json={"action": "accept", "content": {"confirm": True}}
+                    )
+                if kind == "run.finished":
+                    final = data
+    for answer in refused:
+        assert answer.status_code == 422, answer.text
+        errors = answer.json()["detail"]
+        assert errors and all(e["loc"][:2] == ["body", "content"] for e in errors), errors
+    assert accepted is not None and accepted.status_code == 200, accepted
+    assert accepted.json() == {"status": "answered", "action": "accept"}
+    assert final["answer"].startswith("已取消假單"), final
+    assert leave_status(stack, leave_id) == "cancelled"
+
+
+def test_the_confirmation_schema_describes_the_content_an_elicitation_can_carry(stack):
+    spec = httpx.get(f"{stack.loop}/openapi.json").json()
+    content = spec["components"]["schemas"]["ConfirmationAnswer"]["properties"]["content"]
+    as_object = next(s for s in content["anyOf"] if s.get("type") == "object")
+    values = as_object["additionalProperties"]["anyOf"]
+    kinds = {v.get("type") for v in values}
+    assert kinds == {"string", "integer", "number", "boolean", "array", "null"}, values
+    assert next(v for v in values if v.get("type") == "array")["items"] == {"type": "string"}
 
 
 # --- timestamps -------------------------------------------------------------------------------
