@@ -8,13 +8,12 @@ from typing import Any
 
 import httpx2
 from fastapi import FastAPI
-from fastapi.exceptions import RequestValidationError
 
 from common.limits import HeaderSizeLimit
 
-from .api import docs, health, openai_facade, runs
+from .api import docs, handlers, health, openai_facade, runs
 from .api.auth import AuthGuard
-from .api.errors import errors
+from .api.errors import error_body, errors
 from .auth_guard import FailureLimiter, RejectedTokens
 from .engine import LoopConfig
 from .mcp_pool import McpPool
@@ -86,11 +85,11 @@ def create_app(settings: LoopSettings | None = None, store: RunStore | None = No
         redoc_url=None,
     )
     # Outermost: an oversized header is refused before anything reads or forwards it.
-    app.add_middleware(HeaderSizeLimit, max_bytes=settings.max_header_bytes)
+    app.add_middleware(HeaderSizeLimit, max_bytes=settings.max_header_bytes, render=error_body)
     app.include_router(health.router)
     app.include_router(runs.router)
     app.include_router(openai_facade.router)
-    app.add_exception_handler(RequestValidationError, openai_facade.invalid_request)
+    handlers.install(app)
     docs.install(app)
 
     document = app.openapi

@@ -43,6 +43,7 @@ def test_swagger_ui_shows_the_operations_offline(loop):
             page,
         )
         assert summary, (method, path)
+    assert "Authorize" in page  # the bearer scheme, from the document's securitySchemes
     assert "cdn." not in page  # nothing the page loads comes from elsewhere
 
 
@@ -50,6 +51,7 @@ def test_redoc_shows_the_operations_offline(loop):
     page = rendered_dom(f"{loop}/redoc", budget_ms=15000)
     for _, path in OPERATIONS:
         assert path in page, page[-2000:]
+    assert "employeeToken" in page
     assert "cdn." not in page and "fonts.googleapis" not in page
 
 

@@ -10,13 +10,18 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import openai
 import pytest
 
-from tests.support import mcp_server, model_simulator
+from loop.app import create_app
+from loop.settings import LoopSettings
+from tests.support import free_port, mcp_server, model_simulator, serving_in_thread
 
 from .conftest import EMPLOYEE, Stack, leave_status, loop_service, post_run
 
+FACADE = "/v1/chat/completions"
 QUESTION = "我的假期餘額還有多少？"
+CHAT = {"model": "leave-copilot-agent", "messages": [{"role": "user", "content": QUESTION}]}
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +42,16 @@ def stack(tmp_path_factory, new_database_url) -> Iterator[Stack]:
         ) as (loop, store_url),
     ):
         yield Stack(loop, f"{mcp}/mcp", f"{sim}/v1", store_url, mcp_db_url, workdir)
+
+
+def openai_error_body(response: httpx.Response) -> dict[str, Any]:
+    """The `error` object of an answer in the OpenAI error shape (and nothing else)."""
+    body = response.json()
+    assert set(body) == {"error"}, body
+    error = body["error"]
+    assert set(error) == {"message", "type", "param", "code"}, error
+    assert error["code"] == response.status_code and isinstance(error["message"], str)
+    return dict(error)
 
 
 # --- confirmations ---------------------------------------------------------------------------
@@ -107,6 +122,145 @@ def test_the_confirmation_schema_describes_the_content_an_elicitation_can_carry(
     kinds = {v.get("type") for v in values}
     assert kinds == {"string", "integer", "number", "boolean", "array", "null"}, values
     assert next(v for v in values if v.get("type") == "array")["items"] == {"type": "string"}
+
+
+# --- malformed bodies, methods ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        (b'{"input": "\xff\xfe"}', "not valid UTF-8"),
+        (b"[" * 200_000 + b"]" * 200_000, "nested too deeply"),
+    ],
+    ids=["not-utf8", "nested-200000-deep"],
+)
+def test_a_body_json_cannot_read_is_the_documented_422_or_the_facades_400(stack, body, says):
+    finished = post_run(stack, {"input": QUESTION}).json()
+    headers = {**EMPLOYEE, "Content-Type": "application/json"}
+    for path in ("/v1/runs", f"/v1/runs/{finished['id']}/confirmations/cf_none"):
+        response = httpx.post(f"{stack.loop}{path}", content=body, headers=headers)
+        assert response.status_code == 422, (path, response.text)
+        [error] = response.json()["detail"]
+        assert error["type"] == "json_invalid" and error["loc"][0] == "body", error
+        assert says in error["ctx"]["error"], error
+    response = httpx.post(f"{stack.loop}{FACADE}", content=body, headers=headers)
+    assert response.status_code == 400, response.text
+    error = openai_error_body(response)
+    assert error["type"] == "BadRequestError" and says in error["message"], error
+
+
+def test_options_and_405_name_every_method_the_path_serves(stack):
+    options = httpx.options(f"{stack.loop}/v1/runs", headers=EMPLOYEE)
+    assert options.status_code == 204, options.text
+    assert allowed(options) == {"GET", "POST", "OPTIONS"}
+    deleted = httpx.delete(f"{stack.loop}/v1/runs", headers=EMPLOYEE)
+    assert deleted.status_code == 405
+    assert allowed(deleted) == {"GET", "POST", "OPTIONS"}
+    assert deleted.json() == {"detail": "Method Not Allowed"}
+    one_run = httpx.put(f"{stack.loop}/v1/runs/run_x", headers=EMPLOYEE)
+    assert one_run.status_code == 405 and allowed(one_run) == {"GET", "OPTIONS"}
+    facade = httpx.get(f"{stack.loop}{FACADE}", headers=EMPLOYEE)
+    assert facade.status_code == 405 and allowed(facade) == {"POST", "OPTIONS"}
+    assert openai_error_body(facade)["type"] == "MethodNotAllowedError"
+    assert httpx.options(f"{stack.loop}/no/such/path").status_code == 404
+
+
+def allowed(response: httpx.Response) -> set[str]:
+    return {m.strip() for m in response.headers["allow"].split(",")}
+
+
+# --- error shapes: the facade's, and a 500's -------------------------------------------------
+
+
+def test_the_facades_auth_errors_are_in_the_openai_shape_the_client_reads(stack):
+    refused = openai.OpenAI(base_url=f"{stack.loop}/v1", api_key="not-a-known-token", max_retries=0)
+    with pytest.raises(openai.AuthenticationError) as error:
+        refused.chat.completions.create(**CHAT)
+    assert error.value.body["message"] == "the leave system does not accept this token"
+    assert "the leave system does not accept this token" in str(error.value)
+    missing = httpx.post(f"{stack.loop}{FACADE}", json=CHAT)
+    assert missing.status_code == 401 and missing.headers["www-authenticate"] == "Bearer"
+    assert openai_error_body(missing) == {
+        "message": "missing bearer token",
+        "type": "AuthenticationError",
+        "param": None,
+        "code": 401,
+    }
+
+
+NON_ASCII_TOKEN = {"Authorization": "Bearer tökén".encode()}
+
+
+def test_the_facades_429_and_503_are_in_the_openai_shape(tmp_path):
+    settings = LoopSettings(
+        auth_failure_limit=1,
+        store_url=f"sqlite:///{tmp_path / 'loop.db'}",
+        mcp_url=f"http://127.0.0.1:{free_port()}/mcp",  # nothing listens
+        mcp_connect_timeout_seconds=2,
+    )
+    with serving_in_thread(create_app(settings), "the loop") as base:
+        unavailable = httpx.post(
+            f"{base}{FACADE}", json=CHAT, headers={"Authorization": "Bearer well-formed"}
+        )
+        malformed = httpx.post(f"{base}{FACADE}", json=CHAT, headers=NON_ASCII_TOKEN)
+        limited = httpx.post(f"{base}{FACADE}", json=CHAT, headers=NON_ASCII_TOKEN)
+    assert unavailable.status_code == 503
+    assert openai_error_body(unavailable)["message"] == "the leave MCP server is unavailable"
+    assert malformed.status_code == 401 and openai_error_body(malformed)["type"] == (
+        "AuthenticationError"
+    )
+    assert limited.status_code == 429 and int(limited.headers["retry-after"]) > 0
+    assert openai_error_body(limited)["type"] == "RateLimitError"
+
+
+@pytest.mark.parametrize(
+    ("extra", "param", "says"),
+    [
+        ({"n": 2}, "n", "one choice"),
+        ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools", "MCP server"),
+        ({"tool_choice": "required"}, "tool_choice", "MCP server"),
+        ({"response_format": {"type": "json_object"}}, "response_format", "not supported"),
+        ({"logprobs": True}, "logprobs", "not supported"),
+        ({"temperature": 0.2}, "temperature", "LOOP_"),
+        ({"frobnicate": 1}, "frobnicate", "not supported"),
+    ],
+)
+def test_what_the_facade_does_not_support_is_a_400_that_says_so(stack, extra, param, says):
+    client = openai.OpenAI(
+        base_url=f"{stack.loop}/v1", api_key="demo-token-employee", max_retries=0
+    )
+    with pytest.raises(openai.BadRequestError) as error:
+        client.chat.completions.create(**CHAT, extra_body=extra)
+    assert error.value.body["param"] == param, error.value.body
+    assert error.value.body["message"].startswith(f"{param}: ")
+    assert says in error.value.body["message"], error.value.body
+
+
+def test_the_facade_takes_n_1_and_a_user(stack):
+    client = openai.OpenAI(
+        base_url=f"{stack.loop}/v1", api_key="demo-token-employee", max_retries=0
+    )
+    response = client.chat.completions.create(**CHAT, n=1, user="someone")
+    assert len(response.choices) == 1 and "特休" in response.choices[0].message.content
+
+
+def test_an_internal_error_is_a_500_in_the_routes_shape_without_internals(tmp_path):
+    app = create_app(LoopSettings(store_url=f"sqlite:///{tmp_path / 'loop.db'}"))
+
+    async def broken() -> None:
+        raise RuntimeError("internal detail")
+
+    # routes that fail, beside the facade's and the runs' (the shape goes by the path)
+    app.add_api_route("/v1/models", broken, methods=["DELETE"])
+    app.add_api_route("/v1/runs", broken, methods=["DELETE"])
+    with serving_in_thread(app, "the loop") as base:
+        facade = httpx.delete(f"{base}/v1/models")
+        own = httpx.delete(f"{base}/v1/runs")
+    assert facade.status_code == own.status_code == 500
+    assert openai_error_body(facade)["type"] == "InternalServerError"
+    assert own.json() == {"detail": "internal error"}
+    assert "internal detail" not in facade.text + own.text
 
 
 # --- timestamps -------------------------------------------------------------------------------
