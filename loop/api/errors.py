@@ -9,6 +9,9 @@ from pydantic import BaseModel
 # The OpenAI-compatible surface: every error it answers is in the OpenAI shape, which OpenAI
 # clients read (they show only the status for any other body).
 OPENAI_PATHS = frozenset({"/v1/chat/completions", "/v1/models"})
+# How much of a refused value an error body repeats: enough to recognise it, never the value
+# itself (a body may be up to LOOP_MAX_BODY_BYTES).
+EXCERPT_CHARS = 100
 
 
 class ErrorDetail(BaseModel):
@@ -35,6 +38,7 @@ ERROR_MEANINGS = {
     404: "No such run, confirmation or model (for the caller).",
     409: "The confirmation was already answered, or the run_id is taken (by another user, or "
     "by a run still streaming to another request).",
+    413: "Request body larger than LOOP_MAX_BODY_BYTES.",
     429: "Too many failed authentications from this address; see Retry-After.",
     431: "Request header fields too large.",
     503: "The leave MCP server is unavailable.",
@@ -86,3 +90,14 @@ def error_content(path: str, status: int, message: str) -> dict[str, Any]:
 def error_body(path: str, status: int, message: str) -> bytes:
     """`error_content` as the bytes of a JSON response (for the ASGI guards in common.limits)."""
     return json.dumps(error_content(path, status, message)).encode()
+
+
+def excerpt(value: Any, limit: int = EXCERPT_CHARS) -> Any:
+    """`value` if short; else the start of its text (a string's own, or its JSON) and how long
+    the whole was, so an error body stays small whatever it refuses."""
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    if len(text) <= limit:
+        return value
+    return f"{text[:limit]}… ({len(text)} characters)"

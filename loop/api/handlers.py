@@ -1,5 +1,7 @@
-"""How errors are answered: in the shape each route documents (errors.py), and with the methods
-a path really serves."""
+"""How errors are answered: in the shape each route documents (errors.py), with no more of the
+request in them than an excerpt, and with the methods a path really serves."""
+
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
@@ -8,13 +10,15 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 from starlette.routing import BaseRoute, Match
 
-from .errors import error_content, openai_error
+from .errors import error_content, excerpt, openai_error
 from .openai_facade import FACADE_PATH, facade_refusal
 
 # FastAPI's answer to a body it could not read as text (it is not UTF-8, or JSON nested past
 # Python's recursion limit), which it raises from the cause.
 UNREADABLE_BODY = 400
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+# Messages are ours or pydantic's and short; a few (jsonschema's) quote the value refused.
+MESSAGE_CHARS = 300
 
 
 def install(app: FastAPI) -> None:
@@ -44,11 +48,27 @@ def install(app: FastAPI) -> None:
 
 
 def _invalid(request: Request, error: RequestValidationError) -> Response:
-    """FastAPI's 422 everywhere but the facade, which answers as the OpenAI API does: 400."""
+    """FastAPI's 422 everywhere but the facade, which answers as the OpenAI API does: 400.
+    Either way only an excerpt of what was refused goes back."""
     if request.url.path == FACADE_PATH:
         message, param = facade_refusal(error.errors()[0])
         return openai_error(400, message, param)
-    return JSONResponse({"detail": jsonable_encoder(error.errors())}, status_code=422)
+    return JSONResponse(
+        {"detail": [_bounded(e) for e in jsonable_encoder(error.errors())]}, status_code=422
+    )
+
+
+def _bounded(error: dict[str, Any]) -> dict[str, Any]:
+    bounded = {
+        **error,
+        "loc": [excerpt(part) for part in error.get("loc", ())],
+        "msg": excerpt(error.get("msg", ""), MESSAGE_CHARS),
+    }
+    if "input" in error:
+        bounded["input"] = excerpt(error["input"])
+    if "ctx" in error:
+        bounded["ctx"] = {key: excerpt(value) for key, value in error["ctx"].items()}
+    return bounded
 
 
 def _unreadable(cause: BaseException) -> RequestValidationError:

@@ -16,7 +16,7 @@ from common.chat import InvalidContent, content_text
 from ..runs import ActiveRun, RunManager
 from ..settings import LoopSettings
 from .auth import Authenticated, manager_of
-from .errors import AUTH_ERRORS, OpenAIError, errors, openai_error
+from .errors import AUTH_ERRORS, OpenAIError, errors, excerpt, openai_error
 
 router = APIRouter(tags=["openai"])
 FACADE_PATH = "/v1/chat/completions"
@@ -96,7 +96,7 @@ class BadChat(ValueError):
         self.param = param
 
 
-@router.get("/v1/models", responses=errors(431, model=OpenAIError))
+@router.get("/v1/models", responses=errors(413, 431, model=OpenAIError))
 async def models(request: Request) -> dict[str, Any]:
     settings: LoopSettings = request.app.state.settings
     return {
@@ -112,7 +112,7 @@ async def models(request: Request) -> dict[str, Any]:
             "description": "A chat.completion, or chat.completion.chunk events when streaming.",
             "content": {"application/json": {}, "text/event-stream": {}},
         },
-        **errors(400, 404, 431, *AUTH_ERRORS, model=OpenAIError),
+        **errors(400, 404, 413, 431, *AUTH_ERRORS, model=OpenAIError),
     },
 )
 async def chat_completions(body: ChatRequest, user: Authenticated, request: Request) -> Response:
@@ -121,7 +121,7 @@ async def chat_completions(body: ChatRequest, user: Authenticated, request: Requ
     Confirmations are declined (a non-interactive caller never confirms by accident)."""
     settings: LoopSettings = request.app.state.settings
     if body.model != settings.agent_model_name:
-        return openai_error(404, f"The model `{body.model}` does not exist.", "model")
+        return openai_error(404, f"The model `{excerpt(body.model)}` does not exist.", "model")
     try:
         user_input, history = split_chat(body.messages)
     except BadChat as error:
@@ -178,7 +178,8 @@ def _param(loc: tuple[Any, ...]) -> str:
     """A pydantic location as a JSON path: ("messages", 0, "role") → messages[0].role."""
     path = ""
     for part in loc:
-        path += f"[{part}]" if isinstance(part, int) else f".{part}" if path else str(part)
+        name = excerpt(str(part))
+        path += f"[{part}]" if isinstance(part, int) else f".{name}" if path else name
     return path or "body"
 
 

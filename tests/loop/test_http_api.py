@@ -22,6 +22,8 @@ from .conftest import EMPLOYEE, Stack, leave_status, loop_service, post_run
 FACADE = "/v1/chat/completions"
 QUESTION = "我的假期餘額還有多少？"
 CHAT = {"model": "leave-copilot-agent", "messages": [{"role": "user", "content": QUESTION}]}
+DEFAULT_BODY_LIMIT = 1024 * 1024
+ERROR_EXCERPT_BOUND = 2_000  # bytes: an error body never carries more of the request than this
 
 
 @pytest.fixture(scope="module")
@@ -122,6 +124,141 @@ def test_the_confirmation_schema_describes_the_content_an_elicitation_can_carry(
     kinds = {v.get("type") for v in values}
     assert kinds == {"string", "integer", "number", "boolean", "array", "null"}, values
     assert next(v for v in values if v.get("type") == "array")["items"] == {"type": "string"}
+
+
+# --- body limits and bounded errors ----------------------------------------------------------
+
+
+def assert_too_large(response: httpx.Response, limit: int = DEFAULT_BODY_LIMIT) -> None:
+    assert response.status_code == 413, response.text[:300]
+    assert len(response.content) < 300
+    assert f"{limit} bytes" in response.text
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"input": "x" * 30_000_000},
+        {"input": "x" * 5_000_000},
+        {"input": QUESTION, "session_id": "s" * 5_000_000},
+    ],
+    ids=["30MB-input", "5MB-input", "5MB-session_id"],
+)
+def test_a_body_over_the_limit_is_413_before_it_is_parsed(stack, body):
+    response = httpx.post(f"{stack.loop}/v1/runs", json=body, headers=EMPLOYEE, timeout=60)
+    assert_too_large(response)
+    assert response.json() == {
+        "detail": f"request body too large (limit {DEFAULT_BODY_LIMIT} bytes)"
+    }
+
+
+def test_a_chunked_body_without_content_length_is_counted_and_refused(stack):
+    chunk = b'{"input": "' + b"x" * 64 * 1024
+
+    def body() -> Iterator[bytes]:
+        yield chunk
+        for _ in range(40):  # 2.6 MB in all, never announced
+            yield b"x" * 64 * 1024
+        yield b'"}'
+
+    response = httpx.post(
+        f"{stack.loop}/v1/runs",
+        content=body(),
+        headers={**EMPLOYEE, "Content-Type": "application/json"},
+        timeout=60,
+    )
+    assert "content-length" not in response.request.headers
+    assert_too_large(response)
+
+
+@pytest.mark.parametrize("path", ["/v1/runs/run_x/confirmations/cf_x", "/v1/runs/run_x/cancel"])
+def test_every_route_has_the_body_limit(stack, path):
+    big = json.dumps({"action": "accept", "pad": "x" * 2_000_000})
+    response = httpx.post(
+        f"{stack.loop}{path}",
+        content=big,
+        headers={**EMPLOYEE, "Content-Type": "application/json"},
+    )
+    assert_too_large(response)
+    listed = httpx.request("GET", f"{stack.loop}/v1/runs", content=big, headers=EMPLOYEE)
+    assert_too_large(listed)
+
+
+def test_the_facade_refuses_a_body_over_the_limit_in_the_openai_shape(stack):
+    body = {**CHAT, "messages": [{"role": "user", "content": "x" * 2_000_000}]}
+    response = httpx.post(f"{stack.loop}{FACADE}", json=body, headers=EMPLOYEE)
+    assert_too_large(response)
+    assert openai_error_body(response)["type"] == "RequestTooLargeError"
+
+
+def test_a_body_just_under_the_limit_is_read(stack):
+    padding = DEFAULT_BODY_LIMIT - len(json.dumps({"input": QUESTION, "stream": ""}).encode())
+    body = json.dumps({"input": QUESTION, "stream": "x" * padding}).encode()
+    assert len(body) == DEFAULT_BODY_LIMIT
+    response = httpx.post(
+        f"{stack.loop}/v1/runs",
+        content=body,
+        headers={**EMPLOYEE, "Content-Type": "application/json"},
+    )
+    assert response.status_code == 422  # read and validated: `stream` must be a boolean
+    assert response.json()["detail"][0]["loc"] == ["body", "stream"]
+
+
+@pytest.mark.parametrize(
+    ("body", "loc"),
+    [
+        ({"input": "長" * 300_000}, ["body", "input"]),
+        ({"input": QUESTION, "session_id": "s" * 900_000}, ["body", "session_id"]),
+        ({"input": ["x" * 1000] * 800}, ["body", "input"]),
+    ],
+    ids=["input", "session_id", "a-list-as-input"],
+)
+def test_a_422_echoes_only_an_excerpt_of_what_it_refuses(stack, body, loc):
+    response = httpx.post(f"{stack.loop}/v1/runs", json=body, headers=EMPLOYEE)
+    assert response.status_code == 422, response.text[:300]
+    assert len(response.content) < ERROR_EXCERPT_BOUND, len(response.content)
+    error = response.json()["detail"][0]
+    assert error["loc"] == loc
+    sent = json.dumps(body[loc[1]], ensure_ascii=False)
+    assert isinstance(error["input"], str) and error["input"][:20] in sent
+
+
+def test_a_422_bounds_a_refused_key_and_the_facade_400s_and_404s_echo_an_excerpt(stack):
+    huge_key = "k" * 500_000
+    confirm = {"action": "accept", "content": {huge_key: {"b": 1}}}
+    finished = post_run(stack, {"input": QUESTION}).json()
+    answers = [
+        httpx.post(
+            f"{stack.loop}/v1/runs/{finished['id']}/confirmations/cf_none",
+            json=confirm,
+            headers=EMPLOYEE,
+        ),
+        httpx.post(
+            f"{stack.loop}{FACADE}", json={**CHAT, "model": "m" * 900_000}, headers=EMPLOYEE
+        ),
+        httpx.post(f"{stack.loop}{FACADE}", json={**CHAT, huge_key: 1}, headers=EMPLOYEE),
+        httpx.post(
+            f"{stack.loop}{FACADE}",
+            json={**CHAT, "messages": [{"role": "x" * 900_000, "content": QUESTION}]},
+            headers=EMPLOYEE,
+        ),
+    ]
+    assert [a.status_code for a in answers] == [404, 404, 400, 400]
+    for answer in answers:
+        assert len(answer.content) < ERROR_EXCERPT_BOUND, (answer.status_code, answer.text[:300])
+
+
+def test_the_body_limit_is_the_setting(tmp_path):
+    settings = LoopSettings(
+        max_body_bytes=4096,
+        store_url=f"sqlite:///{tmp_path / 'loop.db'}",
+        mcp_url=f"http://127.0.0.1:{free_port()}/mcp",
+    )
+    with serving_in_thread(create_app(settings), "the loop") as base:
+        over = httpx.post(f"{base}/v1/runs", json={"input": "x" * 5000})
+        under = httpx.post(f"{base}/v1/runs", json={"input": "x" * 3000})
+    assert_too_large(over, 4096)
+    assert under.status_code == 401  # read, then refused for its missing token
 
 
 # --- malformed bodies, methods ----------------------------------------------------------------

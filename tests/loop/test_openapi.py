@@ -52,6 +52,7 @@ def test_every_answer_is_one_the_document_lists_in_its_shape(stack, spec):
     refused = {"Authorization": "Bearer not-a-known-token"}
     huge = {**EMPLOYEE, "X-Padding": "x" * 20_000}
     chat = {"model": "leave-copilot-agent", "messages": [{"role": "user", "content": QUESTION}]}
+    too_large = {"input": "x" * 2_000_000}
     not_utf8 = b'{"input": "\xff"}'
     confirmation = "/v1/runs/{run_id}/confirmations/{confirmation_id}"
     probes: list[tuple[str, str, str, dict[str, str], Any]] = [
@@ -65,6 +66,7 @@ def test_every_answer_is_one_the_document_lists_in_its_shape(stack, spec):
         ("post", "/v1/runs", "/v1/runs", refused, {"input": QUESTION}),
         ("post", "/v1/runs", "/v1/runs", EMPLOYEE, {"input": ""}),
         ("post", "/v1/runs", "/v1/runs", huge, {"input": QUESTION}),
+        ("post", "/v1/runs", "/v1/runs", EMPLOYEE, too_large),
         ("post", "/v1/runs", "/v1/runs", EMPLOYEE, not_utf8),
         ("get", "/v1/models", "/v1/models", huge, None),
         ("get", "/v1/runs", "/v1/runs", EMPLOYEE, None),
@@ -107,6 +109,7 @@ def test_every_answer_is_one_the_document_lists_in_its_shape(stack, spec):
         ("post", FACADE, FACADE, EMPLOYEE, {**chat, "n": 2}),
         ("post", FACADE, FACADE, EMPLOYEE, {**chat, "tools": []}),
         ("post", FACADE, FACADE, EMPLOYEE, not_utf8),
+        ("post", FACADE, FACADE, EMPLOYEE, {**chat, "messages": [{"content": "x" * 2_000_000}]}),
     ]
     seen = set()
     with httpx.Client(base_url=stack.loop, timeout=60) as http:
@@ -121,9 +124,11 @@ def test_every_answer_is_one_the_document_lists_in_its_shape(stack, spec):
     assert {
         (FACADE, 400),
         (FACADE, 401),
+        (FACADE, 413),
         (FACADE, 431),
         ("/v1/models", 431),
         ("/v1/runs", 409),
+        ("/v1/runs", 413),
         ("/v1/runs", 422),
         ("/v1/runs", 431),
         (confirmation, 404),
