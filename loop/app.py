@@ -8,13 +8,12 @@ from typing import Any
 
 import httpx2
 from fastapi import FastAPI
-from fastapi.exceptions import RequestValidationError
 
-from common.limits import HeaderSizeLimit
+from common.limits import BodySizeLimit, HeaderSizeLimit
 
-from .api import health, openai_facade, runs
+from .api import docs, handlers, health, openai_facade, runs
 from .api.auth import AuthGuard
-from .api.errors import errors
+from .api.errors import error_body, errors
 from .auth_guard import FailureLimiter, RejectedTokens
 from .engine import LoopConfig
 from .mcp_pool import McpPool
@@ -86,14 +85,19 @@ def create_app(settings: LoopSettings | None = None, store: RunStore | None = No
         description="A thin native agent loop between a tool-calling model and the leave MCP "
         "server: runs, streaming, confirmations over HTTP, sessions, step records.",
         lifespan=lifespan,
-        responses=errors(431),  # every route: see HeaderSizeLimit
+        responses=errors(413, 431),  # every route: see the limits below
+        docs_url=None,  # docs.install serves them without a CDN
+        redoc_url=None,
     )
-    # Outermost: an oversized header is refused before anything reads or forwards it.
-    app.add_middleware(HeaderSizeLimit, max_bytes=settings.max_header_bytes)
+    # Outermost: oversized headers, and bodies, are refused before anything parses or
+    # forwards them (a body without Content-Length once more than the limit has arrived).
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, render=error_body)
+    app.add_middleware(HeaderSizeLimit, max_bytes=settings.max_header_bytes, render=error_body)
     app.include_router(health.router)
     app.include_router(runs.router)
     app.include_router(openai_facade.router)
-    app.add_exception_handler(RequestValidationError, openai_facade.invalid_request)
+    handlers.install(app)
+    docs.install(app)
 
     document = app.openapi
 

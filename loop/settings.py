@@ -42,6 +42,7 @@ class LoopSettings(BaseSettings):
     agent_model_name: str = Field("leave-copilot-agent", description="Model name of the facade.")
     trace_log: bool = Field(False, description="Log OpenTelemetry-GenAI-named spans per run.")
     max_header_bytes: int = Field(16384, ge=1024, description="Larger request headers → 431.")
+    max_body_bytes: int = Field(1_048_576, ge=1024, description="Larger request bodies → 413.")
     rejected_token_cache_seconds: float = Field(
         30.0, ge=0, description="How long a token the MCP server refused is refused unasked."
     )

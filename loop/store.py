@@ -20,6 +20,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    TypeDecorator,
     bindparam,
     func,
     insert,
@@ -48,6 +49,28 @@ class Base(DeclarativeBase):
     pass
 
 
+class UtcDateTime(TypeDecorator[dt.datetime]):
+    """A timestamp that is always read back in UTC with its offset, whatever the database keeps:
+    SQLite drops the offset (a naive value, written in UTC), PostgreSQL answers in its session's
+    time zone. So every time the API shows ends in +00:00, as step times do."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: dt.datetime | None, dialect: Dialect) -> dt.datetime | None:
+        return None if value is None else as_utc(value)
+
+    def process_result_value(
+        self, value: dt.datetime | None, dialect: Dialect
+    ) -> dt.datetime | None:
+        return None if value is None else as_utc(value)
+
+
+def as_utc(value: dt.datetime) -> dt.datetime:
+    """`value` in UTC; a naive one is taken to be UTC already (what this store writes)."""
+    return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
+
+
 class RunRecord(Base):
     __tablename__ = "runs"
 
@@ -68,10 +91,8 @@ class RunRecord(Base):
     completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
     turns: Mapped[int] = mapped_column(Integer, default=0)
     tool_errors: Mapped[int] = mapped_column(Integer, default=0)
-    created_at: Mapped[dt.datetime] = mapped_column(
-        DateTime(timezone=True), default=utcnow, index=True
-    )
-    finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[dt.datetime] = mapped_column(UtcDateTime, default=utcnow, index=True)
+    finished_at: Mapped[dt.datetime | None] = mapped_column(UtcDateTime)
     # The loop process running it (LOOP_INSTANCE_ID): another loop on the same store leaves a
     # run it does not own alone while its owner renews its lease.
     owner: Mapped[str | None] = mapped_column(String(128), index=True)
@@ -83,7 +104,7 @@ class LoopInstance(Base):
     __tablename__ = "loop_instances"
 
     id: Mapped[str] = mapped_column(String(128), primary_key=True)
-    renewed_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    renewed_at: Mapped[dt.datetime] = mapped_column(UtcDateTime, default=utcnow)
 
 
 class SessionRecord(Base):
@@ -92,7 +113,7 @@ class SessionRecord(Base):
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     user_key: Mapped[str] = mapped_column(String(64), index=True)
     messages: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
-    updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(UtcDateTime, default=utcnow)
 
 
 def _interrupted(step: dict[str, Any]) -> dict[str, Any]:

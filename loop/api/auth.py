@@ -5,7 +5,8 @@ import re
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, Header, HTTPException, Request
+from fastapi import Depends, HTTPException, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ..auth_guard import FailureLimiter, RejectedTokens
 from ..mcp_pool import McpUnauthorized, McpUnavailable, token_key
@@ -15,6 +16,14 @@ logger = logging.getLogger(__name__)
 # RFC 6750 b64token: what a bearer token may contain; anything else is refused before it is
 # put into a header of our own (a non-ASCII one cannot even be encoded there).
 BEARER_TOKEN = re.compile(r"[A-Za-z0-9._~+/-]+=*")
+# The OpenAPI security scheme of every route that takes a user; the route answers a missing
+# token itself (auto_error off), with its own message and the failure limiter.
+BEARER = HTTPBearer(
+    scheme_name="employeeToken",
+    description="An employee's token: one the leave MCP server issued "
+    "(`python -m mcp_server issue-token`), or a JWT from the company's identity provider.",
+    auto_error=False,
+)
 
 
 @dataclass(frozen=True)
@@ -35,11 +44,12 @@ def manager_of(request: Request) -> RunManager:
 
 
 async def current_user(
-    request: Request, authorization: Annotated[str | None, Header()] = None
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)],
 ) -> User:
-    if not authorization or not authorization.lower().startswith("bearer "):
+    if credentials is None:  # no Authorization header, another scheme, or no token after it
         raise HTTPException(401, "missing bearer token", {"WWW-Authenticate": "Bearer"})
-    token = authorization[7:].strip()
+    token = credentials.credentials
     # The token is never compared as a string (no timing side channel to close with
     # hmac.compare_digest): the open connections and refused tokens are found by its SHA-256
     # as a dict key, and the leave MCP server looks that hash up by primary key.

@@ -1,9 +1,17 @@
 """Error bodies: `{"detail": …}` for the loop's own API, the OpenAI shape for the facade."""
 
+import json
 from typing import Any
 
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
+
+# The OpenAI-compatible surface: every error it answers is in the OpenAI shape, which OpenAI
+# clients read (they show only the status for any other body).
+OPENAI_PATHS = frozenset({"/v1/chat/completions", "/v1/models"})
+# How much of a refused value an error body repeats: enough to recognise it, never the value
+# itself (a body may be up to LOOP_MAX_BODY_BYTES).
+EXCERPT_CHARS = 100
 
 
 class ErrorDetail(BaseModel):
@@ -24,16 +32,33 @@ class OpenAIError(BaseModel):
 
 
 ERROR_MEANINGS = {
-    400: "The chat is malformed (the message names the field).",
+    400: "The chat is malformed, not JSON, or asks for what the facade does not support (the "
+    "message names the field).",
     401: "Missing, malformed or refused bearer token.",
     404: "No such run, confirmation or model (for the caller).",
     409: "The confirmation was already answered, or the run_id is taken (by another user, or "
     "by a run still streaming to another request).",
+    413: "Request body larger than LOOP_MAX_BODY_BYTES.",
     429: "Too many failed authentications from this address; see Retry-After.",
     431: "Request header fields too large.",
     503: "The leave MCP server is unavailable.",
 }
 AUTH_ERRORS = (401, 429, 503)
+# The OpenAI clients' names for these statuses (as vLLM answers them), else the status's own.
+OPENAI_ERROR_TYPES = {
+    400: "BadRequestError",
+    401: "AuthenticationError",
+    403: "PermissionDeniedError",
+    404: "NotFoundError",
+    405: "MethodNotAllowedError",
+    409: "ConflictError",
+    413: "RequestTooLargeError",
+    422: "UnprocessableEntityError",
+    429: "RateLimitError",
+    431: "RequestHeaderFieldsTooLargeError",
+    500: "InternalServerError",
+    503: "ServiceUnavailableError",
+}
 
 
 def errors(*statuses: int, model: type[BaseModel] = ErrorDetail) -> dict[int | str, Any]:
@@ -41,11 +66,38 @@ def errors(*statuses: int, model: type[BaseModel] = ErrorDetail) -> dict[int | s
     return {status: {"model": model, "description": ERROR_MEANINGS[status]} for status in statuses}
 
 
-def openai_error(
-    status: int, message: str, param: str | None, error_type: str = "BadRequestError"
-) -> JSONResponse:
+def openai_error(status: int, message: str, param: str | None) -> JSONResponse:
     """An error in the OpenAI API's shape, which OpenAI clients read."""
+    return JSONResponse(openai_error_content(status, message, param), status_code=status)
+
+
+def openai_error_content(status: int, message: str, param: str | None) -> dict[str, Any]:
+    default = "InternalServerError" if status >= 500 else "BadRequestError"
+    error_type = OPENAI_ERROR_TYPES.get(status, default)
     body = OpenAIError(
         error=OpenAIErrorBody(message=message, type=error_type, param=param, code=status)
     )
-    return JSONResponse(body.model_dump(), status_code=status)
+    return body.model_dump()
+
+
+def error_content(path: str, status: int, message: str) -> dict[str, Any]:
+    """The body of an error the route at `path` answers: the facade's shape or ours."""
+    if path in OPENAI_PATHS:
+        return openai_error_content(status, message, None)
+    return {"detail": message}
+
+
+def error_body(path: str, status: int, message: str) -> bytes:
+    """`error_content` as the bytes of a JSON response (for the ASGI guards in common.limits)."""
+    return json.dumps(error_content(path, status, message)).encode()
+
+
+def excerpt(value: Any, limit: int = EXCERPT_CHARS) -> Any:
+    """`value` if short; else the start of its text (a string's own, or its JSON) and how long
+    the whole was, so an error body stays small whatever it refuses."""
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    if len(text) <= limit:
+        return value
+    return f"{text[:limit]}… ({len(text)} characters)"

@@ -8,17 +8,15 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Request
-from fastapi.exception_handlers import request_validation_exception_handler
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
-from pydantic import BaseModel, Field, StrictBool, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, WithJsonSchema
 
 from common.chat import InvalidContent, content_text
 
 from ..runs import ActiveRun, RunManager
 from ..settings import LoopSettings
 from .auth import Authenticated, manager_of
-from .errors import AUTH_ERRORS, OpenAIError, errors, openai_error
+from .errors import AUTH_ERRORS, OpenAIError, errors, excerpt, openai_error
 
 router = APIRouter(tags=["openai"])
 FACADE_PATH = "/v1/chat/completions"
@@ -49,10 +47,45 @@ class ChatMessage(BaseModel):
 
 
 class ChatRequest(BaseModel):
+    """What the facade does with a chat; any other parameter is refused with a 400 naming it,
+    rather than ignored (a caller would take its answer for one the parameter shaped)."""
+
+    model_config = ConfigDict(extra="forbid")
+
     model: str
     messages: list[ChatMessage] = Field(min_length=1)
     stream: StrictBool = False
     stream_options: dict[str, Any] | None = None
+    n: Literal[1] = Field(1, description="One run gives one answer.")
+    user: str | None = Field(None, description="Accepted; the bearer token says who calls.")
+
+
+# Why the facade does not take these OpenAI parameters (others are simply not supported).
+OWN_TOOLS = "the agent calls the leave MCP server's tools; a request cannot bring its own"
+OPERATOR_SETTINGS = (
+    "the agent's model calls use the loop's own settings (LOOP_TEMPERATURE, LOOP_MAX_TOKENS)"
+)
+UNSUPPORTED = {
+    "tools": OWN_TOOLS,
+    "tool_choice": OWN_TOOLS,
+    "parallel_tool_calls": OWN_TOOLS,
+    "functions": OWN_TOOLS,
+    "function_call": OWN_TOOLS,
+    **dict.fromkeys(
+        (
+            "temperature",
+            "top_p",
+            "max_tokens",
+            "max_completion_tokens",
+            "seed",
+            "stop",
+            "presence_penalty",
+            "frequency_penalty",
+            "logit_bias",
+        ),
+        OPERATOR_SETTINGS,
+    ),
+}
 
 
 class BadChat(ValueError):
@@ -63,7 +96,7 @@ class BadChat(ValueError):
         self.param = param
 
 
-@router.get("/v1/models")
+@router.get("/v1/models", responses=errors(413, 431, model=OpenAIError))
 async def models(request: Request) -> dict[str, Any]:
     settings: LoopSettings = request.app.state.settings
     return {
@@ -79,8 +112,7 @@ async def models(request: Request) -> dict[str, Any]:
             "description": "A chat.completion, or chat.completion.chunk events when streaming.",
             "content": {"application/json": {}, "text/event-stream": {}},
         },
-        **errors(400, 404, model=OpenAIError),
-        **errors(*AUTH_ERRORS),
+        **errors(400, 404, 413, 431, *AUTH_ERRORS, model=OpenAIError),
     },
 )
 async def chat_completions(body: ChatRequest, user: Authenticated, request: Request) -> Response:
@@ -89,9 +121,7 @@ async def chat_completions(body: ChatRequest, user: Authenticated, request: Requ
     Confirmations are declined (a non-interactive caller never confirms by accident)."""
     settings: LoopSettings = request.app.state.settings
     if body.model != settings.agent_model_name:
-        return openai_error(
-            404, f"The model `{body.model}` does not exist.", "model", "NotFoundError"
-        )
+        return openai_error(404, f"The model `{excerpt(body.model)}` does not exist.", "model")
     try:
         user_input, history = split_chat(body.messages)
     except BadChat as error:
@@ -116,15 +146,17 @@ async def chat_completions(body: ChatRequest, user: Authenticated, request: Requ
     )
 
 
-async def invalid_request(request: Request, error: Exception) -> Response:
-    """FastAPI's 422 everywhere but the facade, which answers as the OpenAI API does: 400."""
-    if not isinstance(error, RequestValidationError):
-        raise error
-    if request.url.path != FACADE_PATH:
-        return await request_validation_exception_handler(request, error)
-    first = error.errors()[0]
-    param = _param(first["loc"][1:])
-    return openai_error(400, f"{param}: {first['msg']}", param)
+def facade_refusal(error: dict[str, Any]) -> tuple[str, str | None]:
+    """(message, param) of the 400 for a request's first validation error."""
+    if error["type"] == "json_invalid":
+        return f"the body is not valid JSON: {error.get('ctx', {}).get('error', '')}", None
+    param = _param(error["loc"][1:])
+    if param == "n":
+        return "n: only n=1 is supported: one run gives one choice", param
+    if error["type"] == "extra_forbidden":
+        reason = UNSUPPORTED.get(param)
+        return f"{param}: not supported by this facade" + (f" ({reason})" if reason else ""), param
+    return f"{param}: {error['msg']}", param
 
 
 def split_chat(messages: list[ChatMessage]) -> tuple[str, list[dict[str, Any]]]:
@@ -146,7 +178,8 @@ def _param(loc: tuple[Any, ...]) -> str:
     """A pydantic location as a JSON path: ("messages", 0, "role") → messages[0].role."""
     path = ""
     for part in loc:
-        path += f"[{part}]" if isinstance(part, int) else f".{part}" if path else str(part)
+        name = excerpt(str(part))
+        path += f"[{part}]" if isinstance(part, int) else f".{name}" if path else name
     return path or "body"
 
 

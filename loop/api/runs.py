@@ -1,11 +1,14 @@
 """The runs API: start a run (JSON or Server-Sent Events), list and read runs, cancel one,
 answer its confirmations."""
 
+import functools
 import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, HTTPException, Query, Request
+import jsonschema
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from mcp.types import ElicitResult
 from pydantic import BaseModel, Field, StrictBool
@@ -14,6 +17,7 @@ from ..engine import RunStatus, Step
 from ..runs import (
     ActiveRun,
     ConfirmationAlreadyAnswered,
+    PendingConfirmation,
     RunIdInUse,
     RunManager,
     UnknownConfirmation,
@@ -50,9 +54,19 @@ class RunRequest(BaseModel):
     )
 
 
+# What an MCP elicitation's answer can carry (mcp.types.ElicitResult.content): a flat object of
+# primitive values, which must also fit the schema the confirmation asked with.
+ElicitContent = dict[str, str | int | float | bool | list[str] | None]
+
+
 class ConfirmationAnswer(BaseModel):
     action: ConfirmAction
-    content: dict[str, Any] | None = None
+    content: ElicitContent | None = Field(
+        None,
+        description="With accept: the answer to the confirmation's `schema` (from "
+        'confirmation.requested), e.g. {"confirm": true}; left out, every boolean field is '
+        "true and the rest take their defaults.",
+    )
 
 
 class ConfirmationAnswered(BaseModel):
@@ -167,6 +181,17 @@ async def cancel_run(run_id: str, user: Authenticated, request: Request) -> dict
     return await run.outcome()
 
 
+async def pending_confirmation(
+    run_id: str, confirmation_id: str, user: Authenticated, request: Request
+) -> PendingConfirmation:
+    """The caller's confirmation being answered; 404 before the answer is even read."""
+    run = manager_of(request).active.get(run_id)
+    pending = run.confirmations.get(confirmation_id) if run and run.user_key == user.key else None
+    if pending is None:
+        raise HTTPException(404, "no such pending confirmation")
+    return pending
+
+
 @router.post(
     "/{run_id}/confirmations/{confirmation_id}",
     response_model=ConfirmationAnswered,
@@ -177,22 +202,53 @@ async def answer_confirmation(
     confirmation_id: str,
     body: ConfirmationAnswer,
     user: Authenticated,
+    pending: Annotated[PendingConfirmation, Depends(pending_confirmation)],
     request: Request,
 ) -> dict[str, str]:
-    manager = manager_of(request)
-    run = manager.active.get(run_id)
-    pending = run.confirmations.get(confirmation_id) if run else None
-    content = body.content
-    if body.action == "accept" and content is None and pending is not None:
-        content = accept_content(pending.schema)
-    answer = ElicitResult(action=body.action, content=content if body.action == "accept" else None)
+    content = None
+    if body.action == "accept":
+        content = accept_content(pending.schema) if body.content is None else body.content
+        _check_content(pending.schema, content)
     try:
-        manager.answer_confirmation(run_id, user.key, confirmation_id, answer)
+        manager_of(request).answer_confirmation(
+            run_id, user.key, confirmation_id, ElicitResult(action=body.action, content=content)
+        )
     except UnknownConfirmation:
         raise HTTPException(404, "no such pending confirmation") from None
     except ConfirmationAlreadyAnswered:
         raise HTTPException(409, "this confirmation was already answered") from None
     return {"status": "answered", "action": body.action}
+
+
+def _check_content(schema: dict[str, Any], content: dict[str, Any]) -> None:
+    """422, as for any other invalid body, for content the confirmation's schema refuses (the
+    MCP server would refuse it too, and the question would be spent); it stays open."""
+    validator = _validator(json.dumps(schema, sort_keys=True))
+    if validator is None:  # a schema that is not one: not ours to judge, the MCP server will
+        return
+    refusals = [
+        {
+            "type": "confirmation_content",
+            "loc": ("body", "content", *error.absolute_path),
+            "msg": error.message,
+            "input": error.instance,
+        }
+        for error in validator.iter_errors(content)
+    ]
+    if refusals:
+        raise RequestValidationError(refusals)
+
+
+@functools.lru_cache(maxsize=64)
+def _validator(schema_json: str) -> jsonschema.Draft202012Validator | None:
+    """A validator per schema: checking the schema itself costs about 2 ms, and every
+    confirmation of one tool asks with the same schema."""
+    schema = json.loads(schema_json)
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except jsonschema.SchemaError:
+        return None
+    return jsonschema.Draft202012Validator(schema)
 
 
 async def _earlier_run(

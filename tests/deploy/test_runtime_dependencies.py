@@ -168,3 +168,22 @@ def test_a_postgresql_url_finds_its_driver_in_the_image(image_python):
     done = run_isolated(image_python, "-c", script)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["psycopg", "binary"]
+
+
+def test_the_api_pages_files_are_in_the_image(image_python):
+    # /docs and /redoc load them from the loop, not from a CDN (an air-gapped host has none)
+    script = (
+        "from loop.api.docs import ASSETS, ASSET_FILES\n"
+        "for name in sorted(ASSET_FILES):\n"
+        "    print(name, (ASSETS / name).stat().st_size)\n"
+    )
+    done = run_isolated(image_python, "-c", script)
+    assert done.returncode == 0, done.stderr
+    sizes = dict(line.split() for line in done.stdout.splitlines())
+    assert set(sizes) == {
+        "swagger-ui-bundle.js",
+        "swagger-ui.css",
+        "redoc.standalone.js",
+        "favicon.png",
+    }
+    assert int(sizes["swagger-ui-bundle.js"]) > 1_000_000, sizes

@@ -52,6 +52,9 @@ def test_every_answer_is_one_the_document_lists_in_its_shape(stack, spec):
     refused = {"Authorization": "Bearer not-a-known-token"}
     huge = {**EMPLOYEE, "X-Padding": "x" * 20_000}
     chat = {"model": "leave-copilot-agent", "messages": [{"role": "user", "content": QUESTION}]}
+    too_large = {"input": "x" * 2_000_000}
+    not_utf8 = b'{"input": "\xff"}'
+    confirmation = "/v1/runs/{run_id}/confirmations/{confirmation_id}"
     probes: list[tuple[str, str, str, dict[str, str], Any]] = [
         ("get", "/healthz", "/healthz", anonymous, None),
         ("get", "/readyz", "/readyz", anonymous, None),
@@ -63,6 +66,9 @@ def test_every_answer_is_one_the_document_lists_in_its_shape(stack, spec):
         ("post", "/v1/runs", "/v1/runs", refused, {"input": QUESTION}),
         ("post", "/v1/runs", "/v1/runs", EMPLOYEE, {"input": ""}),
         ("post", "/v1/runs", "/v1/runs", huge, {"input": QUESTION}),
+        ("post", "/v1/runs", "/v1/runs", EMPLOYEE, too_large),
+        ("post", "/v1/runs", "/v1/runs", EMPLOYEE, not_utf8),
+        ("get", "/v1/models", "/v1/models", huge, None),
         ("get", "/v1/runs", "/v1/runs", EMPLOYEE, None),
         ("get", "/v1/runs", "/v1/runs?limit=0", EMPLOYEE, None),
         ("post", "/v1/runs", "/v1/runs", OTHER, {"input": QUESTION, "run_id": finished["id"]}),
@@ -85,20 +91,87 @@ def test_every_answer_is_one_the_document_lists_in_its_shape(stack, spec):
             EMPLOYEE,
             {"action": "maybe"},
         ),
+        (
+            "post",
+            confirmation,
+            f"{run_path}/confirmations/cf_none",
+            EMPLOYEE,
+            {"action": "accept", "content": {"a": {"b": 1}}},
+        ),
+        ("post", confirmation, f"{run_path}/confirmations/cf_none", EMPLOYEE, not_utf8),
         ("post", FACADE, FACADE, EMPLOYEE, chat),
         ("post", FACADE, FACADE, EMPLOYEE, {**chat, "stream": True}),
         ("post", FACADE, FACADE, EMPLOYEE, {**chat, "model": "gpt-4"}),
         ("post", FACADE, FACADE, EMPLOYEE, {**chat, "messages": [{"role": ""}]}),
         ("post", FACADE, FACADE, anonymous, chat),
+        ("post", FACADE, FACADE, refused, chat),
+        ("post", FACADE, FACADE, huge, chat),
+        ("post", FACADE, FACADE, EMPLOYEE, {**chat, "n": 2}),
+        ("post", FACADE, FACADE, EMPLOYEE, {**chat, "tools": []}),
+        ("post", FACADE, FACADE, EMPLOYEE, not_utf8),
+        ("post", FACADE, FACADE, EMPLOYEE, {**chat, "messages": [{"content": "x" * 2_000_000}]}),
     ]
     seen = set()
     with httpx.Client(base_url=stack.loop, timeout=60) as http:
         for method, template, path, headers, body in probes:
-            response = http.request(method, path, headers=headers, json=body)
+            if isinstance(body, bytes):
+                sent = {"content": body, "headers": {**headers, "Content-Type": "application/json"}}
+            else:
+                sent = {"json": body, "headers": headers}
+            response = http.request(method, path, **sent)
             assert_documented(spec, method, template, response)
             seen.add((template, response.status_code))
-    assert {(FACADE, 400), ("/v1/runs", 409), ("/v1/runs", 422), ("/v1/runs", 431)} <= seen
+    assert {
+        (FACADE, 400),
+        (FACADE, 401),
+        (FACADE, 413),
+        (FACADE, 431),
+        ("/v1/models", 431),
+        ("/v1/runs", 409),
+        ("/v1/runs", 413),
+        ("/v1/runs", 422),
+        ("/v1/runs", 431),
+        (confirmation, 404),
+        (confirmation, 422),
+    } <= seen
     assert spec["paths"]["/metrics"]["get"]["responses"]["200"]["content"].keys() == {"text/plain"}
+
+
+def operations(spec: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    return [(m, p, op) for p, ops in spec["paths"].items() for m, op in ops.items()]
+
+
+def test_the_bearer_token_is_a_security_scheme_not_a_header_parameter(spec):
+    [(name, scheme)] = spec["components"]["securitySchemes"].items()
+    assert (scheme["type"], scheme["scheme"]) == ("http", "bearer"), scheme
+    public = {"/healthz", "/readyz", "/metrics", "/v1/models"}
+    for method, path, op in operations(spec):
+        headers = [p for p in op.get("parameters", []) if p["in"] == "header"]
+        # OpenAPI tools must ignore a header parameter named Authorization: the scheme says it
+        assert not headers, (method, path, headers)
+        if path in public:
+            assert "security" not in op, (method, path)
+        else:
+            assert op["security"] == [{name: []}], (method, path)
+            assert "401" in op["responses"], (method, path)
+
+
+@pytest.mark.parametrize(
+    "authorization", [None, "Basic ZGVtbzpkZW1v", "Bearer", "Bearer not-a-known-token"]
+)
+def test_the_server_holds_every_operation_to_its_security(stack, spec, authorization):
+    headers = {} if authorization is None else {"Authorization": authorization}
+    with httpx.Client(base_url=stack.loop, timeout=60) as http:
+        for method, path, op in operations(spec):
+            concrete = path.replace("{run_id}", "run_x").replace("{confirmation_id}", "cf_x")
+            body = {"input": QUESTION, "action": "accept"} if method == "post" else None
+            response = http.request(method, concrete, headers=headers, json=body)
+            if "security" in op:
+                assert response.status_code == 401, (method, path, response.text)
+                assert response.headers["www-authenticate"] == "Bearer"
+                assert_documented(spec, method, path, response)
+            else:
+                assert response.status_code != 401, (method, path)
 
 
 RUN_BODIES = [
@@ -125,6 +198,33 @@ CHAT_BODIES = [
     [{"role": "user", "content": 7}],
     [],
 ]
+
+
+CHAT_PARAMETERS = [
+    {},
+    {"n": 1},
+    {"user": "someone"},
+    {"stream_options": {"include_usage": True}, "stream": True},
+    {"n": 2},
+    {"n": None},
+    {"tools": []},
+    {"tool_choice": "auto"},
+    {"temperature": 0},
+    {"response_format": {"type": "text"}},
+    {"frobnicate": 1},
+]
+
+
+@pytest.mark.parametrize("parameters", CHAT_PARAMETERS)
+def test_the_chat_schema_takes_exactly_the_parameters_the_server_takes(stack, spec, parameters):
+    body = {
+        "model": "leave-copilot-agent",
+        "messages": [{"role": "user", "content": QUESTION}],
+        **parameters,
+    }
+    valid = validator(spec, body_schema(spec, FACADE)).is_valid(body)
+    response = httpx.post(f"{stack.loop}{FACADE}", json=body, headers=EMPLOYEE, timeout=60)
+    assert response.status_code == (200 if valid else 400), (valid, response.text)
 
 
 @pytest.mark.parametrize("body", RUN_BODIES)

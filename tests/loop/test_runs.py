@@ -8,6 +8,7 @@ from typing import Any
 
 import sqlalchemy
 from sqlalchemy import create_engine, update
+from sqlalchemy.engine import make_url
 
 from common.sqlite import utcnow
 from loop.engine import LoopConfig, ModelReply, ToolInfo, ToolResult
@@ -78,6 +79,37 @@ async def test_runs_left_running_by_a_dead_process_are_marked_interrupted(
     assert manager(store).mark_interrupted() == 1
     record = store.get_run("run_x", "k")
     assert record.status == "failed" and "stopped during the run" in record.reason
+
+
+async def test_run_times_read_back_in_utc_with_their_offset_on_any_store(
+    tmp_path, new_database_url
+):
+    url = new_database_url(tmp_path, "loop")
+    if make_url(url).get_backend_name() == "postgresql":
+        # PostgreSQL answers in its session's time zone: make it one that is not UTC
+        admin = sqlalchemy.create_engine(url, isolation_level="AUTOCOMMIT")
+        with admin.connect() as connection:
+            database = make_url(url).database
+            connection.execute(
+                sqlalchemy.text(f"ALTER DATABASE \"{database}\" SET timezone TO 'Asia/Taipei'")
+            )
+        admin.dispose()
+    store = RunStore(url)
+    runs = manager(store)
+    before = dt.datetime.now(dt.UTC)
+    run = await runs.start("token", "查一下", session_id=None, confirm="decline", stream=False)
+    final = await asyncio.wait_for(run.task, 10)
+    after = dt.datetime.now(dt.UTC)
+    record = await runs.record(final["id"], run.user_key)
+    [listed] = await runs.recent(run.user_key, 5)
+    stamps = [record["created_at"], record["finished_at"], listed["created_at"]]
+    stamps += [listed["finished_at"], *(step["started_at"] for step in record["steps"])]
+    for stamp in stamps:  # one form: RFC 3339 in UTC, as the steps' times are written
+        assert stamp.endswith("+00:00"), stamps
+        assert before <= dt.datetime.fromisoformat(stamp) <= after, (stamps, before, after)
+    stored = store.get_run(final["id"], run.user_key)
+    assert stored.created_at.utcoffset() == dt.timedelta(0) and before <= stored.created_at
+    store.dispose()
 
 
 async def test_concurrent_runs_record_and_remember_without_locking_errors(

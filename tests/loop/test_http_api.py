@@ -1,0 +1,422 @@
+"""The loop's HTTP API at its edges, over a socket: answers to confirmations it cannot take,
+bodies too large or not JSON, methods it does not serve, what the facade does not support, the
+shapes of the errors that say so, and the form of its times."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from loop.app import create_app
+from loop.settings import LoopSettings
+from tests.support import free_port, mcp_server, model_simulator, serving_in_thread
+
+from .conftest import EMPLOYEE, Stack, leave_status, loop_service, post_run
+
+FACADE = "/v1/chat/completions"
+QUESTION = "我的假期餘額還有多少？"
+CHAT = {"model": "leave-copilot-agent", "messages": [{"role": "user", "content": QUESTION}]}
+DEFAULT_BODY_LIMIT = 1024 * 1024
+ERROR_EXCERPT_BOUND = 2_000  # bytes: an error body never carries more of the request than this
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory, new_database_url) -> Iterator[Stack]:
+    """The stack with a confirmation timeout long enough to answer one several times, and the
+    loop's default body limit."""
+    workdir = tmp_path_factory.mktemp("apistack")
+    mcp_db_url = new_database_url(workdir, "leave")
+    with (
+        mcp_server(workdir, mcp_db_url) as mcp,
+        model_simulator(workdir, profile="instant") as sim,
+        loop_service(
+            workdir,
+            f"{sim}/v1",
+            f"{mcp}/mcp",
+            new_database_url(workdir, "loop"),
+            confirmation_timeout_seconds="60",
+        ) as (loop, store_url),
+    ):
+        yield Stack(loop, f"{mcp}/mcp", f"{sim}/v1", store_url, mcp_db_url, workdir)
+
+
+def openai_error_body(response: httpx.Response) -> dict[str, Any]:
+    """The `error` object of an answer in the OpenAI error shape (and nothing else)."""
+    body = response.json()
+    assert set(body) == {"error"}, body
+    error = body["error"]
+    assert set(error) == {"message", "type", "param", "code"}, error
+    assert error["code"] == response.status_code and isinstance(error["message"], str)
+    return dict(error)
+
+
+# --- confirmations ---------------------------------------------------------------------------
+
+NESTED = {"action": "accept", "content": {"a": {"b": 1}}}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [NESTED, {"action": "accept", "content": {"confirm": "maybe"}}, {"action": "accept"}],
+)
+def test_an_answer_to_an_unknown_run_or_confirmation_is_404_whatever_its_content(stack, body):
+    finished = post_run(stack, {"input": QUESTION}).json()
+    for path in (
+        "/v1/runs/run_does_not_exist/confirmations/cf_none",
+        f"/v1/runs/{finished['id']}/confirmations/cf_none",
+    ):
+        response = httpx.post(f"{stack.loop}{path}", json=body, headers=EMPLOYEE)
+        assert response.status_code == 404, response.text
+        assert response.json() == {"detail": "no such pending confirmation"}
+
+
+def test_content_a_pending_confirmation_cannot_take_is_422_and_it_stays_answerable(stack):
+    found = post_run(stack, {"input": "查一下我表妹婚禮的假單"}).json()
+    leave_id = found["steps"][1]["result"]["leaves"][0]["leave_id"]
+    refused: list[httpx.Response] = []
+    accepted: httpx.Response | None = None
+    final: dict[str, Any] = {}
+    with (
+        httpx.Client(base_url=stack.loop, headers=EMPLOYEE, timeout=60) as http,
+        http.stream(
+            "POST", "/v1/runs", json={"input": "取消我表妹婚禮那張假", "stream": True}
+        ) as response,
+    ):
+        run_id, kind = "", ""
+        for line in response.iter_lines():
+            if line.startswith("event: "):
+                kind = line[7:]
+            elif line.startswith("data: "):
+                data = json.loads(line[6:])
+                run_id = run_id or data["id"]
+                if kind == "confirmation.requested":
+                    path = f"/v1/runs/{run_id}/confirmations/{data['confirmation_id']}"
+                    for content in ({"a": {"b": 1}}, {"confirm": "yes"}, {"confirm": [True]}):
+                        refused.append(
+                            http.post(path, json={"action": "accept", "content": content})
+                        )
+                    accepted = http.post(
+                        path, json={"action": "accept", "content": {"confirm": True}}
+                    )
+                if kind == "run.finished":
+                    final = data
+    for answer in refused:
+        assert answer.status_code == 422, answer.text
+        errors = answer.json()["detail"]
+        assert errors and all(e["loc"][:2] == ["body", "content"] for e in errors), errors
+    assert accepted is not None and accepted.status_code == 200, accepted
+    assert accepted.json() == {"status": "answered", "action": "accept"}
+    assert final["answer"].startswith("已取消假單"), final
+    assert leave_status(stack, leave_id) == "cancelled"
+
+
+def test_the_confirmation_schema_describes_the_content_an_elicitation_can_carry(stack):
+    spec = httpx.get(f"{stack.loop}/openapi.json").json()
+    content = spec["components"]["schemas"]["ConfirmationAnswer"]["properties"]["content"]
+    as_object = next(s for s in content["anyOf"] if s.get("type") == "object")
+    values = as_object["additionalProperties"]["anyOf"]
+    kinds = {v.get("type") for v in values}
+    assert kinds == {"string", "integer", "number", "boolean", "array", "null"}, values
+    assert next(v for v in values if v.get("type") == "array")["items"] == {"type": "string"}
+
+
+# --- body limits and bounded errors ----------------------------------------------------------
+
+
+def assert_too_large(response: httpx.Response, limit: int = DEFAULT_BODY_LIMIT) -> None:
+    assert response.status_code == 413, response.text[:300]
+    assert len(response.content) < 300
+    assert f"{limit} bytes" in response.text
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"input": "x" * 30_000_000},
+        {"input": "x" * 5_000_000},
+        {"input": QUESTION, "session_id": "s" * 5_000_000},
+    ],
+    ids=["30MB-input", "5MB-input", "5MB-session_id"],
+)
+def test_a_body_over_the_limit_is_413_before_it_is_parsed(stack, body):
+    response = httpx.post(f"{stack.loop}/v1/runs", json=body, headers=EMPLOYEE, timeout=60)
+    assert_too_large(response)
+    assert response.json() == {
+        "detail": f"request body too large (limit {DEFAULT_BODY_LIMIT} bytes)"
+    }
+
+
+def test_a_chunked_body_without_content_length_is_counted_and_refused(stack):
+    chunk = b'{"input": "' + b"x" * 64 * 1024
+
+    def body() -> Iterator[bytes]:
+        yield chunk
+        for _ in range(40):  # 2.6 MB in all, never announced
+            yield b"x" * 64 * 1024
+        yield b'"}'
+
+    response = httpx.post(
+        f"{stack.loop}/v1/runs",
+        content=body(),
+        headers={**EMPLOYEE, "Content-Type": "application/json"},
+        timeout=60,
+    )
+    assert "content-length" not in response.request.headers
+    assert_too_large(response)
+
+
+@pytest.mark.parametrize("path", ["/v1/runs/run_x/confirmations/cf_x", "/v1/runs/run_x/cancel"])
+def test_every_route_has_the_body_limit(stack, path):
+    big = json.dumps({"action": "accept", "pad": "x" * 2_000_000})
+    response = httpx.post(
+        f"{stack.loop}{path}",
+        content=big,
+        headers={**EMPLOYEE, "Content-Type": "application/json"},
+    )
+    assert_too_large(response)
+    listed = httpx.request("GET", f"{stack.loop}/v1/runs", content=big, headers=EMPLOYEE)
+    assert_too_large(listed)
+
+
+def test_the_facade_refuses_a_body_over_the_limit_in_the_openai_shape(stack):
+    body = {**CHAT, "messages": [{"role": "user", "content": "x" * 2_000_000}]}
+    response = httpx.post(f"{stack.loop}{FACADE}", json=body, headers=EMPLOYEE)
+    assert_too_large(response)
+    assert openai_error_body(response)["type"] == "RequestTooLargeError"
+
+
+def test_a_body_just_under_the_limit_is_read(stack):
+    padding = DEFAULT_BODY_LIMIT - len(json.dumps({"input": QUESTION, "stream": ""}).encode())
+    body = json.dumps({"input": QUESTION, "stream": "x" * padding}).encode()
+    assert len(body) == DEFAULT_BODY_LIMIT
+    response = httpx.post(
+        f"{stack.loop}/v1/runs",
+        content=body,
+        headers={**EMPLOYEE, "Content-Type": "application/json"},
+    )
+    assert response.status_code == 422  # read and validated: `stream` must be a boolean
+    assert response.json()["detail"][0]["loc"] == ["body", "stream"]
+
+
+@pytest.mark.parametrize(
+    ("body", "loc"),
+    [
+        ({"input": "長" * 300_000}, ["body", "input"]),
+        ({"input": QUESTION, "session_id": "s" * 900_000}, ["body", "session_id"]),
+        ({"input": ["x" * 1000] * 800}, ["body", "input"]),
+    ],
+    ids=["input", "session_id", "a-list-as-input"],
+)
+def test_a_422_echoes_only_an_excerpt_of_what_it_refuses(stack, body, loc):
+    response = httpx.post(f"{stack.loop}/v1/runs", json=body, headers=EMPLOYEE)
+    assert response.status_code == 422, response.text[:300]
+    assert len(response.content) < ERROR_EXCERPT_BOUND, len(response.content)
+    error = response.json()["detail"][0]
+    assert error["loc"] == loc
+    sent = json.dumps(body[loc[1]], ensure_ascii=False)
+    assert isinstance(error["input"], str) and error["input"][:20] in sent
+
+
+def test_a_422_bounds_a_refused_key_and_the_facade_400s_and_404s_echo_an_excerpt(stack):
+    huge_key = "k" * 500_000
+    confirm = {"action": "accept", "content": {huge_key: {"b": 1}}}
+    finished = post_run(stack, {"input": QUESTION}).json()
+    answers = [
+        httpx.post(
+            f"{stack.loop}/v1/runs/{finished['id']}/confirmations/cf_none",
+            json=confirm,
+            headers=EMPLOYEE,
+        ),
+        httpx.post(
+            f"{stack.loop}{FACADE}", json={**CHAT, "model": "m" * 900_000}, headers=EMPLOYEE
+        ),
+        httpx.post(f"{stack.loop}{FACADE}", json={**CHAT, huge_key: 1}, headers=EMPLOYEE),
+        httpx.post(
+            f"{stack.loop}{FACADE}",
+            json={**CHAT, "messages": [{"role": "x" * 900_000, "content": QUESTION}]},
+            headers=EMPLOYEE,
+        ),
+    ]
+    assert [a.status_code for a in answers] == [404, 404, 400, 400]
+    for answer in answers:
+        assert len(answer.content) < ERROR_EXCERPT_BOUND, (answer.status_code, answer.text[:300])
+
+
+def test_the_body_limit_is_the_setting(tmp_path):
+    settings = LoopSettings(
+        max_body_bytes=4096,
+        store_url=f"sqlite:///{tmp_path / 'loop.db'}",
+        mcp_url=f"http://127.0.0.1:{free_port()}/mcp",
+    )
+    with serving_in_thread(create_app(settings), "the loop") as base:
+        over = httpx.post(f"{base}/v1/runs", json={"input": "x" * 5000})
+        under = httpx.post(f"{base}/v1/runs", json={"input": "x" * 3000})
+    assert_too_large(over, 4096)
+    assert under.status_code == 401  # read, then refused for its missing token
+
+
+# --- malformed bodies, methods ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        (b'{"input": "\xff\xfe"}', "not valid UTF-8"),
+        (b"[" * 200_000 + b"]" * 200_000, "nested too deeply"),
+    ],
+    ids=["not-utf8", "nested-200000-deep"],
+)
+def test_a_body_json_cannot_read_is_the_documented_422_or_the_facades_400(stack, body, says):
+    finished = post_run(stack, {"input": QUESTION}).json()
+    headers = {**EMPLOYEE, "Content-Type": "application/json"}
+    for path in ("/v1/runs", f"/v1/runs/{finished['id']}/confirmations/cf_none"):
+        response = httpx.post(f"{stack.loop}{path}", content=body, headers=headers)
+        assert response.status_code == 422, (path, response.text)
+        [error] = response.json()["detail"]
+        assert error["type"] == "json_invalid" and error["loc"][0] == "body", error
+        assert says in error["ctx"]["error"], error
+    response = httpx.post(f"{stack.loop}{FACADE}", content=body, headers=headers)
+    assert response.status_code == 400, response.text
+    error = openai_error_body(response)
+    assert error["type"] == "BadRequestError" and says in error["message"], error
+
+
+def test_options_and_405_name_every_method_the_path_serves(stack):
+    options = httpx.options(f"{stack.loop}/v1/runs", headers=EMPLOYEE)
+    assert options.status_code == 204, options.text
+    assert allowed(options) == {"GET", "POST", "OPTIONS"}
+    deleted = httpx.delete(f"{stack.loop}/v1/runs", headers=EMPLOYEE)
+    assert deleted.status_code == 405
+    assert allowed(deleted) == {"GET", "POST", "OPTIONS"}
+    assert deleted.json() == {"detail": "Method Not Allowed"}
+    one_run = httpx.put(f"{stack.loop}/v1/runs/run_x", headers=EMPLOYEE)
+    assert one_run.status_code == 405 and allowed(one_run) == {"GET", "OPTIONS"}
+    facade = httpx.get(f"{stack.loop}{FACADE}", headers=EMPLOYEE)
+    assert facade.status_code == 405 and allowed(facade) == {"POST", "OPTIONS"}
+    assert openai_error_body(facade)["type"] == "MethodNotAllowedError"
+    assert httpx.options(f"{stack.loop}/no/such/path").status_code == 404
+
+
+def allowed(response: httpx.Response) -> set[str]:
+    return {m.strip() for m in response.headers["allow"].split(",")}
+
+
+# --- error shapes: the facade's, and a 500's -------------------------------------------------
+
+
+def test_the_facades_auth_errors_are_in_the_openai_shape_the_client_reads(stack):
+    refused = openai.OpenAI(base_url=f"{stack.loop}/v1", api_key="not-a-known-token", max_retries=0)
+    with pytest.raises(openai.AuthenticationError) as error:
+        refused.chat.completions.create(**CHAT)
+    assert error.value.body["message"] == "the leave system does not accept this token"
+    assert "the leave system does not accept this token" in str(error.value)
+    missing = httpx.post(f"{stack.loop}{FACADE}", json=CHAT)
+    assert missing.status_code == 401 and missing.headers["www-authenticate"] == "Bearer"
+    assert openai_error_body(missing) == {
+        "message": "missing bearer token",
+        "type": "AuthenticationError",
+        "param": None,
+        "code": 401,
+    }
+
+
+NON_ASCII_TOKEN = {"Authorization": "Bearer tökén".encode()}
+
+
+def test_the_facades_429_and_503_are_in_the_openai_shape(tmp_path):
+    settings = LoopSettings(
+        auth_failure_limit=1,
+        store_url=f"sqlite:///{tmp_path / 'loop.db'}",
+        mcp_url=f"http://127.0.0.1:{free_port()}/mcp",  # nothing listens
+        mcp_connect_timeout_seconds=2,
+    )
+    with serving_in_thread(create_app(settings), "the loop") as base:
+        unavailable = httpx.post(
+            f"{base}{FACADE}", json=CHAT, headers={"Authorization": "Bearer well-formed"}
+        )
+        malformed = httpx.post(f"{base}{FACADE}", json=CHAT, headers=NON_ASCII_TOKEN)
+        limited = httpx.post(f"{base}{FACADE}", json=CHAT, headers=NON_ASCII_TOKEN)
+    assert unavailable.status_code == 503
+    assert openai_error_body(unavailable)["message"] == "the leave MCP server is unavailable"
+    assert malformed.status_code == 401 and openai_error_body(malformed)["type"] == (
+        "AuthenticationError"
+    )
+    assert limited.status_code == 429 and int(limited.headers["retry-after"]) > 0
+    assert openai_error_body(limited)["type"] == "RateLimitError"
+
+
+@pytest.mark.parametrize(
+    ("extra", "param", "says"),
+    [
+        ({"n": 2}, "n", "one choice"),
+        ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools", "MCP server"),
+        ({"tool_choice": "required"}, "tool_choice", "MCP server"),
+        ({"response_format": {"type": "json_object"}}, "response_format", "not supported"),
+        ({"logprobs": True}, "logprobs", "not supported"),
+        ({"temperature": 0.2}, "temperature", "LOOP_"),
+        ({"frobnicate": 1}, "frobnicate", "not supported"),
+    ],
+)
+def test_what_the_facade_does_not_support_is_a_400_that_says_so(stack, extra, param, says):
+    client = openai.OpenAI(
+        base_url=f"{stack.loop}/v1", api_key="demo-token-employee", max_retries=0
+    )
+    with pytest.raises(openai.BadRequestError) as error:
+        client.chat.completions.create(**CHAT, extra_body=extra)
+    assert error.value.body["param"] == param, error.value.body
+    assert error.value.body["message"].startswith(f"{param}: ")
+    assert says in error.value.body["message"], error.value.body
+
+
+def test_the_facade_takes_n_1_and_a_user(stack):
+    client = openai.OpenAI(
+        base_url=f"{stack.loop}/v1", api_key="demo-token-employee", max_retries=0
+    )
+    response = client.chat.completions.create(**CHAT, n=1, user="someone")
+    assert len(response.choices) == 1 and "特休" in response.choices[0].message.content
+
+
+def test_an_internal_error_is_a_500_in_the_routes_shape_without_internals(tmp_path):
+    app = create_app(LoopSettings(store_url=f"sqlite:///{tmp_path / 'loop.db'}"))
+
+    async def broken() -> None:
+        raise RuntimeError("internal detail")
+
+    # routes that fail, beside the facade's and the runs' (the shape goes by the path)
+    app.add_api_route("/v1/models", broken, methods=["DELETE"])
+    app.add_api_route("/v1/runs", broken, methods=["DELETE"])
+    with serving_in_thread(app, "the loop") as base:
+        facade = httpx.delete(f"{base}/v1/models")
+        own = httpx.delete(f"{base}/v1/runs")
+    assert facade.status_code == own.status_code == 500
+    assert openai_error_body(facade)["type"] == "InternalServerError"
+    assert own.json() == {"detail": "internal error"}
+    assert "internal detail" not in facade.text + own.text
+
+
+# --- timestamps -------------------------------------------------------------------------------
+
+
+def test_run_times_are_rfc3339_with_an_offset_like_step_times(stack):
+    final = post_run(stack, {"input": QUESTION}).json()
+    record = httpx.get(f"{stack.loop}/v1/runs/{final['id']}", headers=EMPLOYEE).json()
+    listed = httpx.get(f"{stack.loop}/v1/runs", headers=EMPLOYEE).json()["runs"]
+    mine = next(r for r in listed if r["id"] == final["id"])
+    stamps = [
+        record["created_at"],
+        record["finished_at"],
+        mine["created_at"],
+        mine["finished_at"],
+        *(s["started_at"] for s in record["steps"]),
+    ]
+    for stamp in stamps:
+        assert stamp.endswith("+00:00"), stamps
+        assert dt.datetime.fromisoformat(stamp).utcoffset() == dt.timedelta(0)
+    created = dt.datetime.fromisoformat(record["created_at"])
+    assert created <= dt.datetime.fromisoformat(record["steps"][0]["started_at"])
