@@ -93,6 +93,8 @@ def opening(setting: str, what: str) -> Iterator[None]:
     """Any failure inside becomes a StartupError naming `setting` (one line, no traceback)."""
     try:
         yield
+    except (StartupError, CommandError):
+        raise  # already one line that says what is wrong
     except Exception as error:
         raise StartupError(f"{setting}: cannot open {what}: {first_line(error)}") from None
 

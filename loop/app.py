@@ -42,6 +42,7 @@ def create_app(settings: LoopSettings | None = None, store: RunStore | None = No
             settings.mcp_url,
             connect_timeout=settings.mcp_connect_timeout_seconds,
             read_timeout=settings.tool_timeout_seconds + settings.confirmation_timeout_seconds,
+            recheck_seconds=settings.rejected_token_cache_seconds,
         )
         model = _model(settings, metrics)
         manager = RunManager(

@@ -88,6 +88,7 @@ class McpConnection:
         self._refused = False  # the server answered 401: the token is not (or no longer) valid
         self._broken = False
         self.last_used = time.monotonic()
+        self.verified_at = time.monotonic()  # when the server last accepted the token
 
     @property
     def alive(self) -> bool:
@@ -158,6 +159,22 @@ class McpConnection:
             except (TimeoutError, asyncio.CancelledError):
                 self._owner.cancel()
 
+    async def reverify(self) -> None:
+        """Ask the server whether it still takes the token (a ping carries it, as every
+        request does): a token revoked, expired or of someone who left is found out here."""
+        client = self._require()
+        try:
+            await asyncio.wait_for(client.send_ping(), self._connect_timeout)
+        except MCPError as error:
+            self._broken = True
+            if self._refused:
+                raise McpUnauthorized("the MCP server refused the token") from error
+            raise McpUnavailable(f"MCP connection lost: {error.error.message}") from error
+        except TimeoutError as error:
+            self._broken = True
+            raise McpUnavailable("the MCP server did not answer a ping") from error
+        self.verified_at = time.monotonic()
+
     async def tools(self) -> list[ToolInfo]:
         if self._tools is None:
             client = self._require()
@@ -217,8 +234,12 @@ class McpPool:
         read_timeout: float = 30.0,
         idle_seconds: float = 600.0,
         max_connections: int = 1000,
+        recheck_seconds: float = 30.0,
     ) -> None:
         self.url = url
+        # An open connection's token is taken on trust this long after the server last
+        # accepted it; then asked about again, so a revoked one stops working within it.
+        self._recheck_seconds = recheck_seconds
         self._connect_timeout = connect_timeout
         self._read_timeout = read_timeout
         self._idle_seconds = idle_seconds
@@ -227,21 +248,32 @@ class McpPool:
         self._locks: dict[str, asyncio.Lock] = {}
         self.connects = 0  # for metrics and the benchmark
 
+    def _trusted(self, connection: McpConnection | None) -> bool:
+        return (
+            connection is not None
+            and connection.alive
+            and time.monotonic() - connection.verified_at < self._recheck_seconds
+        )
+
     def has_open(self, token: str) -> bool:
-        """True when this token already has a live connection (the server accepted it)."""
-        existing = self._connections.get(token_key(token))
-        return existing is not None and existing.alive
+        """True when this token has a live connection the server accepted recently."""
+        return self._trusted(self._connections.get(token_key(token)))
 
     async def connection(self, token: str) -> McpConnection:
         key = token_key(token)
         existing = self._connections.get(key)
-        if existing is not None and existing.alive:
+        if self._trusted(existing):
+            assert existing is not None
             existing.last_used = time.monotonic()
             return existing
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
             existing = self._connections.get(key)
+            if self._trusted(existing):
+                assert existing is not None
+                return existing
             if existing is not None and existing.alive:
+                await existing.reverify()  # McpUnauthorized once the token is no longer taken
                 return existing
             if existing is not None:
                 await existing.close()

@@ -15,12 +15,10 @@ from typing import Any, cast
 from sqlalchemy import (
     JSON,
     Column,
-    DateTime,
     Integer,
     String,
     Table,
     Text,
-    TypeDecorator,
     bindparam,
     func,
     insert,
@@ -32,7 +30,7 @@ from sqlalchemy.engine.interfaces import DBAPICursor
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
 from common.dbapi import CompiledStatement, integrity_error, pooled_transaction
-from common.schema import upgrade
+from common.schema import UtcDateTime, upgrade
 from common.sqlite import (
     NonWaitingWriter,
     create_engine_for,
@@ -47,28 +45,6 @@ INTERRUPTED_STEP = "interrupted: outcome unknown"
 
 class Base(DeclarativeBase):
     pass
-
-
-class UtcDateTime(TypeDecorator[dt.datetime]):
-    """A timestamp that is always read back in UTC with its offset, whatever the database keeps:
-    SQLite drops the offset (a naive value, written in UTC), PostgreSQL answers in its session's
-    time zone. So every time the API shows ends in +00:00, as step times do."""
-
-    impl = DateTime(timezone=True)
-    cache_ok = True
-
-    def process_bind_param(self, value: dt.datetime | None, dialect: Dialect) -> dt.datetime | None:
-        return None if value is None else as_utc(value)
-
-    def process_result_value(
-        self, value: dt.datetime | None, dialect: Dialect
-    ) -> dt.datetime | None:
-        return None if value is None else as_utc(value)
-
-
-def as_utc(value: dt.datetime) -> dt.datetime:
-    """`value` in UTC; a naive one is taken to be UTC already (what this store writes)."""
-    return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
 
 
 class RunRecord(Base):

@@ -1,4 +1,5 @@
-"""`python -m mcp_server` serves; `python -m mcp_server seed` writes the demo data."""
+"""`python -m mcp_server` serves; its other commands manage the schema, the company's
+people and tokens (`python -m mcp_server --help`, mcp_server/admin.py)."""
 
 from __future__ import annotations
 
@@ -6,18 +7,17 @@ import argparse
 import logging
 import sys
 
-from common.entrypoint import CommandError, exit_on_startup_error, opening
+from common.entrypoint import exit_on_startup_error, opening
 
 
 @exit_on_startup_error
 def main(argv: list[str] | None = None) -> int:
+    from .admin import add_commands
+
     parser = argparse.ArgumentParser(prog="python -m mcp_server", description=__doc__)
     commands = parser.add_subparsers(dest="command")
     commands.add_parser("serve", help="serve MCP over Streamable HTTP (the default)")
-    seed_cmd = commands.add_parser("seed", help="create the demo employees, leaves and tokens")
-    seed_cmd.add_argument("--reset", action="store_true", help="drop all data first")
-    token_cmd = commands.add_parser("issue-token", help="issue a bearer token for an employee")
-    token_cmd.add_argument("employee_id")
+    add_commands(commands)
     args = parser.parse_args(argv)
 
     from common.entrypoint import load_settings, serve
@@ -37,26 +37,17 @@ def main(argv: list[str] | None = None) -> int:
         database = Database(settings.database_url)
         if args.command != "seed" or not args.reset:
             database.create_schema()
-    if args.command == "seed":
-        from .seed import seed
+    if args.command not in (None, "serve"):
+        from .admin import run
 
         with opening("MCP_DATABASE_URL", "the leave database"):
-            created = seed(database, reset=args.reset)
-        print("demo data created" if created else "demo data already present; use --reset")
-        return 0
-    if args.command == "issue-token":
-        from .leaves import LeaveService, UnknownEmployee
+            return run(args, settings, database)
 
-        try:
-            print(LeaveService(database).issue_token(args.employee_id))
-        except UnknownEmployee:
-            raise CommandError(
-                f"issue-token: no employee {args.employee_id!r} in the leave database"
-            ) from None
-        return 0
-
+    from .admin import refuse_demo_tokens_in_production
     from .app import create_app
 
+    with opening("MCP_DATABASE_URL", "the leave database"):
+        refuse_demo_tokens_in_production(settings, database)
     serve(create_app(settings, database), settings)
     return 0
 

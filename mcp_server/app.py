@@ -20,6 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from common.sqlite import utcnow
 
 from .auth import EmployeeTokenVerifier
+from .identity import Identities
 from .leaves import LeaveService
 from .metrics import ServerMetrics
 from .settings import ServerSettings
@@ -66,7 +67,8 @@ def transport_security(settings: ServerSettings) -> TransportSecuritySettings:
 def create_app(settings: ServerSettings, database: Database | None = None) -> ASGIApp:
     database = database or Database(settings.database_url)
     database.create_schema()
-    service = LeaveService(database, production=settings.is_production)
+    service = LeaveService(database)
+    identities = Identities(database, production=settings.is_production)
     metrics = ServerMetrics()
     key = settings.elicitation_state_key
     server = build_server(
@@ -75,7 +77,7 @@ def create_app(settings: ServerSettings, database: Database | None = None) -> AS
         language=settings.language,
         elicitation_state_key=key.get_secret_value() if key else None,
         confirmation_ttl_seconds=settings.confirmation_ttl_seconds,
-        token_verifier=EmployeeTokenVerifier(service),
+        token_verifier=EmployeeTokenVerifier(identities),
         auth=AuthSettings(
             issuer_url=AnyHttpUrl(settings.base_url),
             resource_server_url=AnyHttpUrl(f"{settings.base_url}/mcp"),

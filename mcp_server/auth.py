@@ -1,48 +1,52 @@
-"""Bearer tokens → employees, for the SDK's auth middleware."""
+"""Bearer tokens → employees, for the SDK's auth middleware: a token the leave system issued,
+or (with single sign-on set up) an access token from the company's identity provider."""
 
 from __future__ import annotations
 
-import hashlib
-import time
+import logging
+from typing import Protocol
 
 import anyio.to_thread
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 
-from .leaves import LeaveService
+from .identity import Identities, TokenRefused
+
+logger = logging.getLogger(__name__)
+
+
+class SignIn(Protocol):
+    """The identity provider's access tokens (mcp_server.oidc)."""
+
+    def accepts(self, token: str) -> bool: ...
+    async def employee_for(self, token: str) -> str: ...
 
 
 class EmployeeTokenVerifier:
-    """Looks a token up by its hash; an unknown token (or a demo token in production) → None,
-    which the SDK answers with HTTP 401.
+    """Looks a token up by its hash every time, so that a revoked or expired token, or one of
+    an employee who left, is refused at once by every server sharing the database (one
+    primary-key read; the last use is written at most once a minute). Refused → None, which the
+    SDK answers with HTTP 401; why is logged, never sent.
 
     No string comparison of the token happens, so there is nothing to make constant-time: the
-    database finds the SHA-256 by primary key and the cache by dict key. How long either takes
-    can depend on the hash, never on how much of a stored token a guess got right, and knowing
-    bytes of a hash does not help find a token that has it."""
+    database finds the SHA-256 by primary key. How long that takes can depend on the hash,
+    never on how much of a stored token a guess got right."""
 
-    def __init__(self, service: LeaveService, cache_seconds: float = 30.0) -> None:
-        self._service = service
-        self._cache_seconds = cache_seconds
-        # Every MCP request carries the token; remembering recent hits saves a database round
-        # trip per request. A revoked token keeps working for at most `cache_seconds`.
-        self._recent: dict[str, tuple[float, str]] = {}
+    def __init__(self, identities: Identities, sign_in: SignIn | None = None) -> None:
+        self._identities = identities
+        self._sign_in = sign_in
 
     async def verify_token(self, token: str) -> AccessToken | None:
-        key = hashlib.sha256(token.encode()).hexdigest()
-        now = time.monotonic()
-        hit = self._recent.get(key)
-        employee_id: str | None
-        if hit and hit[0] > now:
-            employee_id = hit[1]
-        else:
-            employee_id = await anyio.to_thread.run_sync(self._service.employee_for_token, token)
-            if employee_id is None:
-                self._recent.pop(key, None)
-                return None
-            if len(self._recent) > 10_000:
-                self._recent.clear()
-            self._recent[key] = (now + self._cache_seconds, employee_id)
+        try:
+            if self._sign_in is not None and self._sign_in.accepts(token):
+                employee_id = await self._sign_in.employee_for(token)
+            else:
+                employee_id = await anyio.to_thread.run_sync(
+                    self._identities.employee_for_token, token
+                )
+        except TokenRefused as refused:
+            logger.info("bearer token refused: %s", refused)
+            return None
         return AccessToken(token=token, client_id=employee_id, scopes=[], subject=employee_id)
 
 

@@ -12,7 +12,6 @@ interleave, so whatever a write decides from an earlier read is guarded here by 
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import secrets
 import typing
 
@@ -35,7 +34,6 @@ from common.sqlite import utcnow
 from .messages import Refusal
 from .schemas import BalanceLine, BalanceResult, LeaveView
 from .storage import (
-    ApiToken,
     AuditEntry,
     Balance,
     Database,
@@ -55,14 +53,6 @@ MAX_KEYWORD_WORDS = 8
 # the life cycle (its refusal lists them so); search_leaves filters by any status.
 UPDATABLE_STATUSES = tuple(dict.fromkeys(s for steps in NEXT_STATUSES.values() for s in steps))
 ALL_STATUSES = tuple(LeaveStatus)
-
-
-class UnknownEmployee(LookupError):
-    """No employee has this id."""
-
-
-def hash_token(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
 
 
 def new_leave_id() -> str:
@@ -173,28 +163,9 @@ def parse_date(value: str) -> dt.date:
 
 
 class LeaveService:
-    def __init__(self, db: Database, *, production: bool = False) -> None:
+    def __init__(self, db: Database) -> None:
         self.db = db
-        self.production = production
         self._searches: dict[tuple[int, bool], CompiledStatement] = {}
-
-    # -- identity -----------------------------------------------------------------------
-
-    def employee_for_token(self, token: str) -> str | None:
-        """The employee a bearer token belongs to; demo tokens are dead in production."""
-        with self.db.read() as s:
-            row = s.get(ApiToken, hash_token(token))
-            if row is None or (row.is_demo and self.production):
-                return None
-            return row.employee_id
-
-    def issue_token(self, employee_id: str, *, demo: bool = False, token: str | None = None) -> str:
-        token = token or secrets.token_urlsafe(32)
-        with self.db.write() as s:
-            if s.get(Employee, employee_id) is None:
-                raise UnknownEmployee(employee_id)
-            s.merge(ApiToken(token_sha256=hash_token(token), employee_id=employee_id, is_demo=demo))
-        return token
 
     # -- reads --------------------------------------------------------------------------
 

@@ -1,15 +1,28 @@
-"""Demo data: one manager, two employees, leaves with zh-TW reasons, and demo tokens."""
+"""Demo data, for development only: one manager, two employees, leaves with zh-TW reasons, and
+demo tokens (which a production server refuses, and refuses to start beside); and its removal."""
 
 from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import select
+from sqlalchemy import delete, select, update
+from sqlalchemy.orm import Session
 
 from common.contract import LeaveStatus
 
-from .leaves import hash_token, new_leave_id, working_days
-from .storage import ApiToken, Balance, Base, Database, Employee, Leave
+from .identity import hash_token
+from .leaves import new_leave_id, working_days
+from .storage import (
+    ApiToken,
+    AuditEntry,
+    Balance,
+    Base,
+    Database,
+    Employee,
+    Leave,
+    PendingConfirmation,
+    new_token_id,
+)
 
 DEMO_TOKENS = {
     "demo-token-employee": "E001",
@@ -47,7 +60,7 @@ def seed(db: Database, *, reset: bool = False, today: dt.date | None = None) -> 
         if s.scalars(select(Employee).limit(1)).first() is not None:
             return False
         for employee_id, name, manager_id in EMPLOYEES:
-            s.add(Employee(id=employee_id, name=name, manager_id=manager_id))
+            s.add(Employee(id=employee_id, name=name, manager_id=manager_id, source="demo"))
         s.flush()
         balances = {e: dict(START_BALANCE) for e, _, _ in EMPLOYEES}
         for owner, leave_type, weeks, offset, length, status, reason in LEAVES:
@@ -76,5 +89,51 @@ def seed(db: Database, *, reset: bool = False, today: dt.date | None = None) -> 
                     )
                 )
         for token, employee_id in DEMO_TOKENS.items():
-            s.add(ApiToken(token_sha256=hash_token(token), employee_id=employee_id, is_demo=True))
+            s.add(
+                ApiToken(
+                    token_sha256=hash_token(token),
+                    employee_id=employee_id,
+                    is_demo=True,
+                    public_id=new_token_id(),
+                    label="demo",
+                )
+            )
     return True
+
+
+def demo_employees(s: Session) -> list[Employee]:
+    """The seed step's employees: marked so, or (written before rows were marked) with the
+    seed's very ids and names. An imported employee is never one of them."""
+    seeded = {(employee_id, name) for employee_id, name, _ in EMPLOYEES}
+    return [
+        e
+        for e in s.scalars(select(Employee)).all()
+        if e.source == "demo" or (e.source is None and (e.id, e.name) in seeded)
+    ]
+
+
+def remove_demo_data(db: Database) -> tuple[int, list[str]]:
+    """Delete the demo tokens, and the demo employees with their leaves, balances, audit
+    entries and open confirmations: (tokens removed, employees removed). A demo employee an
+    imported one reports to stays (their report would lose a manager)."""
+    with db.write() as s:
+        tokens = s.execute(delete(ApiToken).where(ApiToken.is_demo.is_(True)))
+        demo = {e.id for e in demo_employees(s)}
+        managed = set(
+            s.scalars(
+                select(Employee.manager_id).where(
+                    Employee.manager_id.in_(demo), Employee.id.not_in(demo)
+                )
+            ).all()
+        )
+        removed = sorted(demo - managed)
+        leaves = select(Leave.id).where(Leave.employee_id.in_(removed))
+        s.execute(delete(AuditEntry).where(AuditEntry.leave_id.in_(leaves)))
+        s.execute(delete(PendingConfirmation).where(PendingConfirmation.leave_id.in_(leaves)))
+        s.execute(delete(Leave).where(Leave.employee_id.in_(removed)))
+        s.execute(delete(Balance).where(Balance.employee_id.in_(removed)))
+        s.execute(delete(ApiToken).where(ApiToken.employee_id.in_(removed)))
+        # managers last: a demo employee may report to another
+        s.execute(update(Employee).where(Employee.id.in_(removed)).values(manager_id=None))
+        s.execute(delete(Employee).where(Employee.id.in_(removed)))
+        return int(getattr(tokens, "rowcount", 0) or 0), removed

@@ -9,15 +9,18 @@ row locks that SQLite's queued writers do not, `leaves` takes them.
 from __future__ import annotations
 
 import datetime as dt
+import secrets
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 
-from sqlalchemy import Date, DateTime, Dialect, Float, ForeignKey, Integer, String, text
+from sqlalchemy import Date, Dialect, Float, ForeignKey, Integer, String, text
+from sqlalchemy.engine import Connection
 from sqlalchemy.engine.interfaces import DBAPICursor
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 from sqlalchemy.types import TypeDecorator
 
 from common.dbapi import pooled_cursor
+from common.schema import UtcDateTime, add_missing_columns
 from common.sqlite import create_engine_for, utcnow
 
 # Any number the servers sharing a database agree on: it names the lock around creating tables.
@@ -45,6 +48,15 @@ class Employee(Base):
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     name: Mapped[str] = mapped_column(String(100))
     manager_id: Mapped[str | None] = mapped_column(ForeignKey("employees.id"), index=True)
+    # False: left the company; their tokens and sign-ins stop working, their history stays.
+    # (None: a row an older version wrote, when everyone was active.)
+    active: Mapped[bool | None] = mapped_column(default=True)
+    # "demo" (the seed step) or "import" (the company's own file)
+    source: Mapped[str | None] = mapped_column(String(16))
+
+    @property
+    def is_active(self) -> bool:
+        return self.active is not False
 
 
 class ApiToken(Base):
@@ -54,7 +66,13 @@ class ApiToken(Base):
     token_sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
     employee_id: Mapped[str] = mapped_column(ForeignKey("employees.id"), index=True)
     is_demo: Mapped[bool] = mapped_column(default=False)
-    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[dt.datetime] = mapped_column(UtcDateTime, default=utcnow)
+    # What list-tokens and revoke-token name a token by: never the secret, nor its hash.
+    public_id: Mapped[str | None] = mapped_column(String(24), index=True, unique=True)
+    label: Mapped[str | None] = mapped_column(String(100))
+    expires_at: Mapped[dt.datetime | None] = mapped_column(UtcDateTime)
+    revoked_at: Mapped[dt.datetime | None] = mapped_column(UtcDateTime)
+    last_used_at: Mapped[dt.datetime | None] = mapped_column(UtcDateTime)
 
 
 class Leave(Base):
@@ -68,8 +86,8 @@ class Leave(Base):
     days: Mapped[float] = mapped_column(Float)
     status: Mapped[str] = mapped_column(PlainString(16), index=True)
     reason: Mapped[str] = mapped_column(String(500))
-    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    updated_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[dt.datetime] = mapped_column(UtcDateTime, default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(UtcDateTime, default=utcnow)
 
 
 class Balance(Base):
@@ -86,7 +104,7 @@ class AuditEntry(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     leave_id: Mapped[str] = mapped_column(String(16), index=True)
     actor_id: Mapped[str] = mapped_column(String(32))
-    at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    at: Mapped[dt.datetime] = mapped_column(UtcDateTime, default=utcnow)
     tool: Mapped[str] = mapped_column(PlainString(64))
     from_status: Mapped[str | None] = mapped_column(PlainString(16))
     to_status: Mapped[str | None] = mapped_column(PlainString(16))
@@ -108,9 +126,7 @@ class PendingConfirmation(Base):
     leave_id: Mapped[str] = mapped_column(String(16), index=True)
     actor_id: Mapped[str] = mapped_column(String(32))
     tool: Mapped[str] = mapped_column(PlainString(64))
-    asked_at: Mapped[dt.datetime] = mapped_column(
-        DateTime(timezone=True), default=utcnow, index=True
-    )
+    asked_at: Mapped[dt.datetime] = mapped_column(UtcDateTime, default=utcnow, index=True)
 
 
 class Database:
@@ -134,6 +150,9 @@ class Database:
                     text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK_KEY}
                 )
             Base.metadata.create_all(connection)
+            # a database an older version made gains the newer columns
+            if add_missing_columns(connection, Base.metadata):
+                _name_unnamed_tokens(connection)
 
     @contextmanager
     def read(self) -> Iterator[Session]:
@@ -156,3 +175,19 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def new_token_id() -> str:
+    return f"tok_{secrets.token_hex(6)}"
+
+
+def _name_unnamed_tokens(connection: Connection) -> None:
+    """Tokens issued before tokens had ids get one, so they can be listed and revoked."""
+    unnamed = connection.execute(
+        text("SELECT token_sha256 FROM api_tokens WHERE public_id IS NULL")
+    ).scalars()
+    for token_sha256 in list(unnamed):
+        connection.execute(
+            text("UPDATE api_tokens SET public_id = :id WHERE token_sha256 = :sha"),
+            {"id": new_token_id(), "sha": token_sha256},
+        )

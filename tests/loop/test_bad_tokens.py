@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from typing import NamedTuple
 
 import httpx
 import pytest
 
-from tests.support import mcp_server, model_simulator
+from tests.support import mcp_server, model_simulator, run_to_exit, wait_until
 
 from .conftest import EMPLOYEE, loop_service
 
@@ -78,3 +79,30 @@ def test_a_refused_token_is_remembered_and_a_client_that_keeps_failing_gets_429(
     assert get_run(services.loop, EMPLOYEE).status_code == 404
     with httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.2")) as elsewhere:
         assert get_run(services.loop, bad, elsewhere).status_code == 401
+
+
+def test_a_token_revoked_while_the_loop_holds_its_connection_is_refused_within_the_cache_time(
+    tmp_path,
+):
+    """The loop keeps an MCP connection per token and trusts it for
+    LOOP_REJECTED_TOKEN_CACHE_SECONDS; after that it asks the server again."""
+    with (
+        mcp_server(tmp_path) as mcp,
+        model_simulator(tmp_path, profile="instant") as sim,
+        loop_service(tmp_path, f"{sim}/v1", f"{mcp}/mcp", rejected_token_cache_seconds="1") as (
+            loop,
+            _,
+        ),
+    ):
+        database = {"MCP_DATABASE_URL": f"sqlite:///{next(tmp_path.glob('leave-*.db'))}"}
+        issued, said = run_to_exit(["mcp_server", "issue-token", "E001"], database)
+        assert issued == 0, said
+        token, note = said.splitlines()
+        headers = {"Authorization": f"Bearer {token}"}
+        assert get_run(loop, headers).status_code == 404  # accepted: the run is just unknown
+        assert run_to_exit(["mcp_server", "revoke-token", note.split()[1]], database)[0] == 0
+        revoked = time.monotonic()
+        wait_until(lambda: get_run(loop, headers).status_code == 401, timeout=15,
+                   what="the loop refusing the revoked token")  # fmt: skip
+        print(f"\nrevoked token refused by the loop {time.monotonic() - revoked:.1f} s later")
+        assert time.monotonic() - revoked < 5

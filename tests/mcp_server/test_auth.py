@@ -2,28 +2,28 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import logging
+
 import pytest
 from pydantic import ValidationError
+from sqlalchemy import update
 
+from common.sqlite import utcnow
 from mcp_server.auth import EmployeeTokenVerifier
+from mcp_server.identity import Identities, InactiveEmployee, TokenRefused, parse_duration
 from mcp_server.leaves import LeaveService
 from mcp_server.settings import ServerSettings
+from mcp_server.storage import ApiToken
 
 
-async def test_verifier_maps_tokens_and_caches_only_hits(service: LeaveService, monkeypatch):
-    verifier = EmployeeTokenVerifier(service)
-    lookups: list[str] = []
-    real = service.employee_for_token
-    monkeypatch.setattr(
-        service, "employee_for_token", lambda token: lookups.append(token) or real(token)
-    )
-    first = await verifier.verify_token("demo-token-manager")
-    second = await verifier.verify_token("demo-token-manager")
-    assert first.subject == second.subject == "M001"
-    assert lookups == ["demo-token-manager"]
-    assert await verifier.verify_token("nope") is None
-    assert await verifier.verify_token("nope") is None
-    assert lookups.count("nope") == 2
+async def test_verifier_maps_tokens_and_refuses_what_it_does_not_know(database, caplog):
+    verifier = EmployeeTokenVerifier(Identities(database))
+    found = await verifier.verify_token("demo-token-manager")
+    assert found is not None and found.subject == "M001"
+    with caplog.at_level(logging.INFO, logger="mcp_server.auth"):
+        assert await verifier.verify_token("nope") is None
+    assert "unknown token" in caplog.text and "nope" not in caplog.text
 
 
 def test_tokens_are_stored_hashed(service: LeaveService):
@@ -37,8 +37,71 @@ def test_tokens_are_stored_hashed(service: LeaveService):
 
 
 def test_demo_tokens_are_dead_in_production(database):
-    assert LeaveService(database).employee_for_token("demo-token-employee") == "E001"
-    assert LeaveService(database, production=True).employee_for_token("demo-token-employee") is None
+    assert Identities(database).employee_for_token("demo-token-employee") == "E001"
+    with pytest.raises(TokenRefused, match="demo token"):
+        Identities(database, production=True).employee_for_token("demo-token-employee")
+
+
+async def test_a_revoked_expired_or_departed_token_is_refused_at_once(database, caplog):
+    """No cache stands between revoke-token (another process) and the next request."""
+    identities = Identities(database)
+    verifier = EmployeeTokenVerifier(identities)
+    revoked, revoked_id = identities.issue("E001", label="laptop")
+    expiring, _ = identities.issue("E001", expires_in=dt.timedelta(seconds=60))
+    departing, _ = identities.issue("E002")
+    assert all([await verifier.verify_token(t) for t in (revoked, expiring, departing)])
+    assert identities.revoke(revoked_id) and identities.revoke(revoked_id)  # twice: no-op
+    with database.write() as s:  # the minute passes
+        s.execute(
+            update(ApiToken)
+            .where(ApiToken.expires_at.is_not(None))
+            .values(expires_at=utcnow() - dt.timedelta(seconds=1))
+        )
+    assert identities.deactivate("E002") and not identities.deactivate("E002")
+    with caplog.at_level(logging.INFO, logger="mcp_server.auth"):
+        refused = [await verifier.verify_token(t) for t in (revoked, expiring, departing)]
+    assert refused == [None, None, None]
+    for reason in ("was revoked", "expired at", "no longer works here"):
+        assert reason in caplog.text
+    with pytest.raises(InactiveEmployee):
+        identities.issue("E002")  # no new token for someone who left
+    assert identities.revoke("tok_nothing") is False
+
+
+def test_a_listing_names_each_token_and_its_use_never_its_secret(database):
+    identities = Identities(database)
+    token, public_id = identities.issue(
+        "M001", label="payroll sync", expires_in=dt.timedelta(days=30)
+    )
+    identities.employee_for_token(token)  # used once: the last use is written
+    listed = {t.public_id: t for t in identities.tokens()}
+    mine = listed[public_id]
+    assert (mine.employee_id, mine.label, mine.state(utcnow())) == (
+        "M001",
+        "payroll sync",
+        "active",
+    )
+    assert mine.last_used_at is not None and mine.expires_at > utcnow() + dt.timedelta(days=29)
+    assert {t.state(utcnow()) for t in listed.values() if t.is_demo} == {"demo"}
+    assert token not in repr(list(listed.values()))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("90d", dt.timedelta(days=90)),
+        ("12h", dt.timedelta(hours=12)),
+        ("2w", dt.timedelta(weeks=2)),
+    ],
+)
+def test_durations_read_as_people_write_them(text, expected):
+    assert parse_duration(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "0d", "10", "1y", "-3d", "3 days"])
+def test_a_duration_that_is_not_one_is_refused(text):
+    with pytest.raises(ValueError, match="not a duration"):
+        parse_duration(text)
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.support import REPO_ROOT, ServiceProcess, free_port, running
+from tests.support import REPO_ROOT, ServiceProcess, free_port, run_to_exit, running
 
 from .conftest import Elicitations, error_code, find
 from .invariants import assert_books_balance
@@ -210,9 +210,14 @@ def run_cli(*args: str, db_url: str) -> str:
     ).stdout.strip()
 
 
-async def test_production_server_rejects_demo_tokens(tmp_path, new_database_url):
+async def test_production_will_not_start_beside_demo_tokens_and_serves_once_they_are_gone(
+    tmp_path, new_database_url
+):
     db_url = new_database_url(tmp_path)
-    run_cli("seed", db_url=db_url)
+    run_cli("seed", db_url=db_url)  # a development database, then the company's people
+    people = tmp_path / "people.csv"
+    people.write_text("employee_id,name,manager_id,特休\nM001,陳美玲,,10\nE001,王小明,M001,7\n")
+    run_cli("import", str(people), db_url=db_url)
     issued = run_cli("issue-token", "E001", db_url=db_url)
     port = free_port()
     env = {
@@ -221,6 +226,16 @@ async def test_production_server_rejects_demo_tokens(tmp_path, new_database_url)
         "MCP_ENV": "production",
         "MCP_ELICITATION_STATE_KEY": "a" * 16 + "production-test-key-0123456789",
     }
+    status, output = run_to_exit(["mcp_server"], env)
+    assert status == 2
+    assert output.strip() == (
+        "configuration error: MCP_DATABASE_URL: MCP_ENV=production but the leave database "
+        "still holds the demo tokens; remove them with `python -m mcp_server remove-demo-data`"
+    )
+    removed = run_cli("remove-demo-data", db_url=db_url)
+    assert (
+        removed == "removed 3 demo token(s) and 1 demo employee(s) (E002)"
+    )  # E001, M001: imported
     base = f"http://127.0.0.1:{port}"
     with running(["mcp_server"], env, tmp_path / "mcp.log", f"{base}/readyz"):
         async with session(f"{base}/mcp", issued, "auto") as client:

@@ -1,0 +1,190 @@
+"""Who may call: the bearer tokens the leave system issues (a life cycle: expiry, revocation,
+last use) and whether the employee behind one still works here.
+
+Tokens are stored as their SHA-256 and named by a public id, so neither the database nor a
+listing ever shows a usable secret.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import re
+import secrets
+from dataclasses import dataclass
+
+from sqlalchemy import delete, func, select, update
+
+from common.sqlite import utcnow
+
+from .storage import ApiToken, Database, Employee, new_token_id
+
+# How often a token's last use is written: once a minute is enough to see which tokens are
+# used, and it keeps a write off every request.
+TOUCH_EVERY = dt.timedelta(seconds=60)
+_DURATION = re.compile(r"^(\d+)([smhdw])$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+class UnknownEmployee(LookupError):
+    """No employee has this id."""
+
+
+class InactiveEmployee(ValueError):
+    """The employee has left the company."""
+
+
+class TokenRefused(Exception):
+    """A token that does not (or no longer) let anyone in; the reason is for the log only."""
+
+
+@dataclass(frozen=True)
+class TokenListing:
+    """A token as `list-tokens` shows it: everything but the secret."""
+
+    public_id: str
+    employee_id: str
+    label: str
+    created_at: dt.datetime
+    expires_at: dt.datetime | None
+    revoked_at: dt.datetime | None
+    last_used_at: dt.datetime | None
+    is_demo: bool
+
+    def state(self, now: dt.datetime) -> str:
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.expires_at is not None and self.expires_at <= now:
+            return "expired"
+        return "demo" if self.is_demo else "active"
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def parse_duration(text: str) -> dt.timedelta:
+    """ "90d", "12h", "30m", "3600s", "2w" → a timedelta; ValueError otherwise."""
+    found = _DURATION.match(text.strip())
+    if not found or int(found.group(1)) == 0:
+        raise ValueError(f"{text!r} is not a duration such as 90d, 12h, 30m or 3600s")
+    return dt.timedelta(**{_UNITS[found.group(2)]: int(found.group(1))})
+
+
+class Identities:
+    def __init__(self, db: Database, *, production: bool = False) -> None:
+        self.db = db
+        self.production = production
+
+    def employee_for_token(self, token: str) -> str:
+        """The employee a token lets in; TokenRefused, with the reason, otherwise."""
+        now = utcnow()
+        with self.db.read() as s:
+            row = s.get(ApiToken, hash_token(token))
+            if row is None:
+                raise TokenRefused("unknown token")
+            name = row.public_id or "a token"
+            if row.is_demo and self.production:
+                raise TokenRefused(f"{name} is a demo token, refused in production")
+            if row.revoked_at is not None:
+                raise TokenRefused(f"{name} was revoked")
+            if row.expires_at is not None and row.expires_at <= now:
+                raise TokenRefused(f"{name} expired at {row.expires_at.isoformat()}")
+            employee = s.get(Employee, row.employee_id)
+            if employee is None or not employee.is_active:
+                raise TokenRefused(f"{name}'s employee {row.employee_id} no longer works here")
+            stale = row.last_used_at is None or row.last_used_at < now - TOUCH_EVERY
+            employee_id = row.employee_id
+        if stale:
+            with self.db.write() as s:
+                s.execute(
+                    update(ApiToken)
+                    .where(ApiToken.token_sha256 == hash_token(token))
+                    .values(last_used_at=now)
+                )
+        return employee_id
+
+    def active_employee(self, employee_id: str) -> bool:
+        """Whether this employee exists and still works here (a sign-in's claim names one)."""
+        with self.db.read() as s:
+            employee = s.get(Employee, employee_id)
+            return employee is not None and employee.is_active
+
+    def issue(
+        self,
+        employee_id: str,
+        *,
+        expires_in: dt.timedelta | None = None,
+        label: str | None = None,
+        demo: bool = False,
+        token: str | None = None,
+    ) -> tuple[str, str]:
+        """A new token for the employee: (the token, shown once; its public id)."""
+        token = token or secrets.token_urlsafe(32)
+        public_id = new_token_id()
+        with self.db.write() as s:
+            employee = s.get(Employee, employee_id)
+            if employee is None:
+                raise UnknownEmployee(employee_id)
+            if not employee.is_active:
+                raise InactiveEmployee(employee_id)
+            s.merge(
+                ApiToken(
+                    token_sha256=hash_token(token),
+                    employee_id=employee_id,
+                    is_demo=demo,
+                    public_id=public_id,
+                    label=label,
+                    expires_at=utcnow() + expires_in if expires_in else None,
+                )
+            )
+        return token, public_id
+
+    def tokens(self) -> list[TokenListing]:
+        with self.db.read() as s:
+            rows = s.scalars(select(ApiToken).order_by(ApiToken.created_at)).all()
+            return [
+                TokenListing(
+                    row.public_id or "",
+                    row.employee_id,
+                    row.label or "",
+                    row.created_at,
+                    row.expires_at,
+                    row.revoked_at,
+                    row.last_used_at,
+                    row.is_demo,
+                )
+                for row in rows
+            ]
+
+    def revoke(self, public_id: str) -> bool:
+        """Revoke the token with this id (at once, on every server that shares the database);
+        False when no token has it. Revoking twice changes nothing."""
+        with self.db.write() as s:
+            row = s.scalars(select(ApiToken).where(ApiToken.public_id == public_id)).first()
+            if row is None:
+                return False
+            if row.revoked_at is None:
+                row.revoked_at = utcnow()
+            return True
+
+    def deactivate(self, employee_id: str) -> bool:
+        """The employee left: their tokens and sign-ins stop working, their history stays.
+        False when they were already inactive; UnknownEmployee when there is no such one."""
+        with self.db.write() as s:
+            employee = s.get(Employee, employee_id)
+            if employee is None:
+                raise UnknownEmployee(employee_id)
+            if not employee.is_active:
+                return False
+            employee.active = False
+            return True
+
+    def demo_tokens(self) -> int:
+        with self.db.read() as s:
+            return s.scalar(select(func.count()).where(ApiToken.is_demo.is_(True))) or 0
+
+    def remove_demo_tokens(self) -> int:
+        with self.db.write() as s:
+            removed = s.execute(delete(ApiToken).where(ApiToken.is_demo.is_(True)))
+            return int(getattr(removed, "rowcount", 0) or 0)

@@ -1,0 +1,189 @@
+"""The company's people from its HR export, and the operator's commands around them, as the
+operator runs them: `python -m mcp_server …` on a real database."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import select
+
+from mcp_server.identity import Identities, TokenRefused
+from mcp_server.storage import Balance, Database, Employee
+from tests.support import run_to_exit
+
+HEADER = "employee_id,name,manager_id,特休,病假,事假,補休\n"
+COMPANY = HEADER + (
+    "C100,林大為,,15,30,14,0\nC200,黃淑芬,C100,12.5,30,14,1\nC201,張志明,C200,7,28,14,0\n"
+)
+
+
+@pytest.fixture
+def db_url(tmp_path, new_database_url) -> str:
+    url = new_database_url(tmp_path)
+    assert run_to_exit(["mcp_server", "seed"], {"MCP_DATABASE_URL": url})[0] == 0
+    return url
+
+
+def cli(db_url: str, *args: str, **env: str) -> tuple[int, str]:
+    return run_to_exit(["mcp_server", *args], {"MCP_DATABASE_URL": db_url, **env})
+
+
+def people(db_url: str) -> dict[str, tuple[str, str | None, dict[str, float]]]:
+    db = Database(db_url)
+    try:
+        with db.read() as s:
+            balances: dict[str, dict[str, float]] = {}
+            for b in s.scalars(select(Balance)).all():
+                balances.setdefault(b.employee_id, {})[b.leave_type] = b.remaining_days
+            return {
+                e.id: (e.name, e.manager_id, balances.get(e.id, {}))
+                for e in s.scalars(select(Employee)).all()
+                if e.id.startswith("C")
+            }
+    finally:
+        db.dispose()
+
+
+def test_an_export_creates_the_people_and_a_second_import_changes_nothing(tmp_path, db_url):
+    export = tmp_path / "people.csv"
+    export.write_text(COMPANY)
+    status, said = cli(db_url, "import", str(export))
+    assert status == 0, said
+    assert said.splitlines()[-1] == "import: 3 employee(s) created, 0 updated, 0 unchanged"
+    first = people(db_url)
+    assert first["C201"] == (
+        "張志明",
+        "C200",
+        {"特休": 7.0, "病假": 28.0, "事假": 14.0, "補休": 0.0},
+    )
+    assert first["C100"][1] is None
+    status, said = cli(db_url, "import", str(export))
+    assert (status, said.splitlines()[-1]) == (
+        0, "import: 0 employee(s) created, 0 updated, 3 unchanged — nothing to do"
+    )  # fmt: skip
+    assert people(db_url) == first
+
+
+def test_a_dry_run_says_what_would_change_and_writes_nothing(tmp_path, db_url):
+    export = tmp_path / "people.csv"
+    export.write_text(COMPANY)
+    cli(db_url, "import", str(export))
+    before = people(db_url)
+    export.write_text(COMPANY.replace("張志明,C200,7", "張志明,C100,5"))
+    status, said = cli(db_url, "import", str(export), "--dry-run")
+    assert status == 0, said
+    assert "~ C201: manager C200 → C100; 特休 7 → 5" in said
+    assert said.splitlines()[-1] == (
+        "import (dry run): 0 employee(s) would be created, 1 would be updated, 2 unchanged"
+    )
+    assert people(db_url) == before
+
+
+@pytest.mark.parametrize(
+    ("rows", "problem"),
+    [
+        ("C300,王五,C999,1,1,1,1\n", "line 5: manager_id C999 of C300 is no employee"),
+        (
+            "C300,王五,C301,1,1,1,1\nC301,趙六,C300,1,1,1,1\n",
+            "line 5: managers form a cycle: C300 → C301 → C300",
+        ),
+        ("C300,王五,C300,1,1,1,1\n", "line 5: managers form a cycle: C300 → C300"),
+        ("C300,王五,C100,-1,1,1,1\n", "line 5: 特休 balance -1 is negative"),
+        ("C300,王五,C100,很多,1,1,1\n", "line 5: 特休 balance '很多' is no number"),
+        ("C201,重複,C100,1,1,1,1\n", "line 5: employee_id C201 is on line 4 too"),
+        ("C300,,C100,1,1,1,1\n", "line 5: C300 has no name"),
+        ("C300,王五,C100,1,1\n", "line 5: 5 cells, the header has 7"),
+    ],
+)
+def test_a_bad_row_is_refused_with_its_line_and_reason_and_nothing_is_written(
+    tmp_path, db_url, rows, problem
+):
+    export = tmp_path / "people.csv"
+    export.write_text(COMPANY + rows)
+    status, said = cli(db_url, "import", str(export))
+    assert status == 2
+    assert said.splitlines()[0] == "error: import refused, nothing written:"
+    assert any(line.startswith(problem) for line in said.splitlines()), said
+    assert people(db_url) == {}  # not even the good rows
+
+
+def test_every_bad_row_is_named_at_once_and_an_unknown_leave_type_column_is_refused(
+    tmp_path, db_url
+):
+    export = tmp_path / "people.csv"
+    export.write_text("employee_id,name,manager_id,特休,年終\nC1,甲,,x,1\nC2,乙,C9,1,1\n")
+    status, said = cli(db_url, "import", str(export))
+    assert status == 2
+    assert "line 1: column '年終' is no leave type (known: 特休、病假、事假、補休)" in said
+    export.write_text("employee_id,name,manager_id,特休\nC1,甲,,x\nC2,乙,C9,-2\n")
+    said = cli(db_url, "import", str(export))[1]
+    assert "line 2: 特休 balance 'x' is no number" in said
+    assert "line 3: 特休 balance -2 is negative" in said
+
+
+def test_a_file_that_is_not_utf8_is_one_line(tmp_path, db_url):
+    export = tmp_path / "people.csv"
+    export.write_bytes(COMPANY.encode("big5"))
+    status, said = cli(db_url, "import", str(export))
+    assert status == 2
+    assert said.splitlines()[1].endswith("not UTF-8 (byte 28): export it as UTF-8")
+
+
+def test_someone_who_left_is_deactivated_their_tokens_stop_and_their_history_stays(
+    tmp_path, db_url
+):
+    export = tmp_path / "people.csv"
+    export.write_text(COMPANY)
+    cli(db_url, "import", str(export))
+    status, token = cli(db_url, "issue-token", "C201", "--label", "laptop")
+    token = token.splitlines()[0]
+    db = Database(db_url)
+    try:
+        assert Identities(db).employee_for_token(token) == "C201"
+        export.write_text(HEADER.replace("\n", ",active\n") + "C201,張志明,C200,7,28,14,0,false\n")
+        said = cli(db_url, "import", str(export))[1]
+        assert "~ C201: deactivated (left the company)" in said
+        with pytest.raises(TokenRefused, match="no longer works here"):
+            Identities(db).employee_for_token(token)
+        assert "C201" in people(db_url)  # the row, balances and history stay
+    finally:
+        db.dispose()
+    status, said = cli(db_url, "issue-token", "C201")
+    assert (status, said.strip()) == (2, "error: issue-token: C201 has left (deactivated)")
+
+
+def test_tokens_are_issued_listed_and_revoked_by_id_and_the_secret_is_shown_once(db_url):
+    status, said = cli(db_url, "issue-token", "E001", "--expires-in", "30d", "--label", "ci bot")
+    assert status == 0, said
+    token, note = said.splitlines()
+    public_id = note.split()[1]
+    assert public_id.startswith("tok_") and "expires" in note
+    listing = cli(db_url, "list-tokens")[1]
+    (row,) = [line for line in listing.splitlines() if line.startswith(public_id)]
+    assert row.split()[1:3] == ["E001", "active"] and "ci bot" in row
+    assert token not in listing
+    assert cli(db_url, "revoke-token", public_id)[0] == 0
+    (row,) = [line for line in cli(db_url, "list-tokens")[1].splitlines() if public_id in line]
+    assert row.split()[2] == "revoked"
+    assert cli(db_url, "revoke-token", "tok_nope") == (
+        2, "error: revoke-token: no token 'tok_nope' (see list-tokens)\n"
+    )  # fmt: skip
+    assert cli(db_url, "issue-token", "E001", "--expires-in", "soon")[1].strip() == (
+        "error: issue-token: --expires-in: 'soon' is not a duration such as 90d, 12h, 30m or 3600s"
+    )
+
+
+def test_in_production_the_seed_step_creates_the_schema_and_nothing_else(
+    tmp_path, new_database_url
+):
+    url = new_database_url(tmp_path, "prod")
+    env = {"MCP_ENV": "production", "MCP_ELICITATION_STATE_KEY": "k" * 40}
+    status, said = cli(url, "seed", **env)
+    assert status == 0 and "no demo data" in said
+    db = Database(url)
+    try:
+        with db.read() as s:
+            assert s.scalars(select(Employee)).all() == []
+        assert Identities(db).demo_tokens() == 0
+    finally:
+        db.dispose()
+    assert cli(url, "seed", "--reset", **env)[0] == 2
