@@ -19,10 +19,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from common.sqlite import utcnow
 
-from .auth import EmployeeTokenVerifier
+from .auth import EmployeeTokenVerifier, SignInOutage
 from .identity import Identities
 from .leaves import LeaveService
 from .metrics import ServerMetrics
+from .oidc import SignIn, SignInSettings
 from .settings import ServerSettings
 from .storage import Database
 from .tools import build_server
@@ -77,9 +78,10 @@ def create_app(settings: ServerSettings, database: Database | None = None) -> AS
         language=settings.language,
         elicitation_state_key=key.get_secret_value() if key else None,
         confirmation_ttl_seconds=settings.confirmation_ttl_seconds,
-        token_verifier=EmployeeTokenVerifier(identities),
+        token_verifier=EmployeeTokenVerifier(identities, sign_in(settings, identities)),
         auth=AuthSettings(
-            issuer_url=AnyHttpUrl(settings.base_url),
+            # the protected-resource metadata names who issues the access tokens taken here
+            issuer_url=AnyHttpUrl(settings.oidc_issuer or settings.base_url),
             resource_server_url=AnyHttpUrl(f"{settings.base_url}/mcp"),
             validate_token_resource=False,
         ),
@@ -120,7 +122,25 @@ def create_app(settings: ServerSettings, database: Database | None = None) -> AS
             tasks.cancel_scope.cancel()
 
     app.router.lifespan_context = lifespan
-    return CountAuthFailures(app, metrics)
+    return CountAuthFailures(SignInOutage(app), metrics)
+
+
+def sign_in(settings: ServerSettings, identities: Identities) -> SignIn | None:
+    if settings.oidc_issuer is None:
+        return None
+    assert settings.oidc_audience and settings.oidc_jwks_url  # the settings check it
+    return SignIn(
+        SignInSettings(
+            issuer=settings.oidc_issuer,
+            audience=settings.oidc_audience,
+            jwks_url=settings.oidc_jwks_url,
+            employee_claim=settings.oidc_employee_claim,
+            algorithms=tuple(settings.oidc_algorithms),
+            refresh_seconds=settings.oidc_jwks_refresh_seconds,
+            max_stale_seconds=settings.oidc_jwks_max_stale_seconds,
+        ),
+        identities,
+    )
 
 
 async def audit_abandoned_confirmations(

@@ -3,14 +3,18 @@ or (with single sign-on set up) an access token from the company's identity prov
 
 from __future__ import annotations
 
+import contextvars
+import json
 import logging
 from typing import Protocol
 
 import anyio.to_thread
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .identity import Identities, TokenRefused
+from .oidc import JwksUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +51,57 @@ class EmployeeTokenVerifier:
         except TokenRefused as refused:
             logger.info("bearer token refused: %s", refused)
             return None
+        except JwksUnavailable as error:
+            logger.error("sign-in token not checked, answered 503: %s", error)
+            outage = _outage.get()
+            if outage is not None:
+                outage.append(str(error))
+            return None
         return AccessToken(token=token, client_id=employee_id, scopes=[], subject=employee_id)
+
+
+# Set by SignInOutage around each request: the verifier marks in it that the identity
+# provider's keys could not be had (the SDK only knows "refused": 401).
+_outage: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("outage", default=None)
+
+
+class SignInOutage:
+    """Answers 503 (retry later) instead of the SDK's 401 when a sign-in could not be checked
+    because the identity provider's keys cannot be had: the token may be good, and the caller
+    should not be told to sign in again."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        outage: list[str] = []
+        reset = _outage.set(outage)
+        replaced = False
+
+        async def answer(message: Message) -> None:
+            nonlocal replaced
+            if message["type"] == "http.response.start" and message["status"] == 401 and outage:
+                replaced = True
+                body = json.dumps(
+                    {"error": "temporarily_unavailable",
+                     "error_description": "sign-in cannot be checked now; retry later"}
+                ).encode()  # fmt: skip
+                await send({"type": "http.response.start", "status": 503, "headers": [
+                    (b"content-type", b"application/json"), (b"retry-after", b"30"),
+                    (b"content-length", str(len(body)).encode())]})  # fmt: skip
+                await send({"type": "http.response.body", "body": body})
+                return
+            if replaced and message["type"] == "http.response.body":
+                return  # the 401's own body
+            await send(message)
+
+        try:
+            await self.app(scope, receive, answer)
+        finally:
+            _outage.reset(reset)
 
 
 def current_employee_id() -> str | None:

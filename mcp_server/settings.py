@@ -41,7 +41,35 @@ class ServerSettings(BaseSettings):
     public_url: HttpUrl | None = Field(
         None, description="Externally visible base URL, used in auth metadata."
     )
+    # Single sign-on (mcp_server/oidc.py): set the issuer to take the company's access tokens.
+    oidc_issuer: HttpUrl | None = Field(
+        None, description="The identity provider (iss); unset: no single sign-on."
+    )
+    oidc_audience: str | None = Field(None, description="What its tokens must name as aud.")
+    oidc_jwks_url: HttpUrl | None = Field(None, description="Where it publishes its keys.")
+    oidc_employee_claim: str = Field("employee_id", description="The claim naming the employee.")
+    oidc_algorithms: CommaList = Field(
+        default_factory=lambda: ["RS256", "ES256"], description="Signature algorithms taken."
+    )
+    oidc_jwks_refresh_seconds: float = Field(300.0, gt=0)
+    oidc_jwks_max_stale_seconds: float = Field(
+        3600.0, gt=0, description="Keys held keep working this long when the JWKS URL is down."
+    )
     log_level: LogLevel = "info"
+
+    @model_validator(mode="after")
+    def _complete_sign_in(self) -> ServerSettings:
+        if self.oidc_issuer is None:
+            return self
+        if not self.oidc_audience or not self.oidc_jwks_url:
+            raise ValueError("MCP_OIDC_ISSUER needs MCP_OIDC_AUDIENCE and MCP_OIDC_JWKS_URL")
+        unsafe = [a for a in self.oidc_algorithms if a.lower() == "none" or a.startswith("HS")]
+        if unsafe or not self.oidc_algorithms:
+            raise ValueError(
+                "MCP_OIDC_ALGORITHMS takes asymmetric algorithms (RS256, ES256, …), "
+                f"not {', '.join(unsafe) or 'none at all'}"
+            )
+        return self
 
     @model_validator(mode="after")
     def _refuse_unsafe_production(self) -> ServerSettings:

@@ -1,0 +1,191 @@
+"""Single sign-on: the real MCP server takes the company's access tokens, checked against a
+JWKS served here, signed by keys this test makes; and a signed-in user's run through the
+real loop reaches their own leaves and nobody else's."""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jwt
+import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from tests.loop.conftest import loop_service
+from tests.support import (
+    free_port,
+    model_simulator,
+    running,
+    seed_database,
+    serving_in_thread,
+    wait_until,
+)
+
+from .test_http import INIT, MCP_HEADERS
+
+ISSUER = "https://login.example.com/"
+AUDIENCE = "http://mcp-server:8090/mcp"
+KID = "key-2026"
+
+
+@dataclass
+class Provider:
+    """The identity provider as the MCP server sees it: a JWKS URL, and its signing key."""
+
+    key: rsa.RSAPrivateKey
+    jwks_url: str
+    answering: threading.Event
+
+    def token(self, key: rsa.RSAPrivateKey | None = None, **claims: Any) -> str:
+        now = int(time.time())
+        payload = {"iss": ISSUER, "aud": AUDIENCE, "exp": now + 300, "nbf": now - 5,
+                   "employee_id": "E001", **claims}  # fmt: skip
+        return jwt.encode(payload, key or self.key, algorithm="RS256", headers={"kid": KID})
+
+
+def unsigned(**claims: Any) -> str:
+    """An `alg: none` token: the classic forgery."""
+    now = int(time.time())
+    payload = {"iss": ISSUER, "aud": AUDIENCE, "exp": now + 300, "employee_id": "E001", **claims}
+
+    def part(data: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
+
+    return f"{part({'alg': 'none', 'typ': 'JWT'})}.{part(payload)}."
+
+
+@pytest.fixture(scope="module")
+def provider() -> Iterator[Provider]:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    public = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key()))
+    answering = threading.Event()
+    answering.set()
+
+    async def jwks(_: Request) -> Response:
+        if not answering.is_set():
+            return JSONResponse({"error": "down"}, status_code=503)
+        return JSONResponse({"keys": [{**public, "kid": KID, "use": "sig", "alg": "RS256"}]})
+
+    app = Starlette(routes=[Route("/.well-known/jwks.json", jwks)])
+    with serving_in_thread(app, "the identity provider's JWKS") as base:
+        yield Provider(key, f"{base}/.well-known/jwks.json", answering)
+
+
+@pytest.fixture(scope="module")
+def mcp(provider: Provider, tmp_path_factory) -> Iterator[tuple[str, Path, str]]:
+    workdir = tmp_path_factory.mktemp("sso")
+    db_url = f"sqlite:///{workdir / 'leave.db'}"
+    seed_database(db_url)
+    port = free_port()
+    env = {
+        "MCP_DATABASE_URL": db_url,
+        "MCP_PORT": str(port),
+        "MCP_OIDC_ISSUER": ISSUER,
+        "MCP_OIDC_AUDIENCE": AUDIENCE,
+        "MCP_OIDC_JWKS_URL": provider.jwks_url,
+        "MCP_OIDC_JWKS_REFRESH_SECONDS": "0.5",
+        "MCP_OIDC_JWKS_MAX_STALE_SECONDS": "3",
+        "MCP_LOG_LEVEL": "INFO",
+    }
+    base = f"http://127.0.0.1:{port}"
+    log = workdir / "mcp.log"
+    with running(["mcp_server"], env, log, f"{base}/readyz"):
+        yield base, log, db_url
+
+
+def initialize(base: str, token: str) -> httpx.Response:
+    headers = {**MCP_HEADERS, "Authorization": f"Bearer {token}"}
+    return httpx.post(f"{base}/mcp", json=INIT, headers=headers, timeout=30)
+
+
+def test_a_token_the_provider_signed_lets_its_employee_in(provider, mcp):
+    base, _, _ = mcp
+    assert initialize(base, provider.token()).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("make", "reason"),
+    [
+        (lambda p: p.token(exp=int(time.time()) - 600), "expired"),
+        (lambda p: p.token(aud="https://another.example.com"), f"audience is not {AUDIENCE}"),
+        (lambda p: p.token(iss="https://evil.example.com/"), f"issuer is not {ISSUER}"),
+        (lambda p: p.token(nbf=int(time.time()) + 600), "not valid yet (nbf)"),
+        (
+            lambda p: p.token(key=rsa.generate_private_key(public_exponent=65537, key_size=2048)),
+            "the signature does not verify",
+        ),
+        (lambda p: p.token(employee_id="E999"), "'E999' is no employee who works here"),
+        (lambda p: unsigned(), "algorithm 'none' is not accepted"),
+    ],
+    ids=["expired", "audience", "issuer", "not yet", "wrong key", "unknown employee", "alg none"],
+)
+def test_a_bad_token_is_401_with_the_reason_in_the_log_not_the_response(
+    provider, mcp, make, reason
+):
+    base, log, _ = mcp
+    answer = initialize(base, make(provider))
+    assert answer.status_code == 401
+    assert reason not in answer.text
+    wait_until(lambda: reason in log.read_text(), timeout=10, what=f"{reason!r} in the log")
+
+
+def test_cached_keys_work_for_a_bounded_time_when_the_provider_is_down_then_503(provider, mcp):
+    base, log, _ = mcp
+    token = provider.token()
+    assert initialize(base, token).status_code == 200  # keys fetched and held
+    provider.answering.clear()
+    try:
+        down = time.monotonic()
+        assert initialize(base, token).status_code == 200  # the held keys, within 3 s
+        wait_until(lambda: initialize(base, token).status_code == 503, timeout=15,
+                   what="503 once the held keys are too old")  # fmt: skip
+        assert time.monotonic() - down >= 2  # not before the staleness bound
+        answer = initialize(base, token)
+        assert answer.headers["retry-after"] == "30"
+        assert "JWKS" in log.read_text() and "answered 503" in log.read_text()
+    finally:
+        provider.answering.set()
+    wait_until(lambda: initialize(base, token).status_code == 200, timeout=15,
+               what="sign-ins again once the provider answers")  # fmt: skip
+
+
+def test_the_resource_metadata_names_the_identity_provider(mcp):
+    base, _, _ = mcp
+    metadata = httpx.get(f"{base}/.well-known/oauth-protected-resource/mcp", timeout=10)
+    if metadata.status_code == 404:
+        metadata = httpx.get(f"{base}/.well-known/oauth-protected-resource", timeout=10)
+    assert metadata.status_code == 200, metadata.text
+    assert metadata.json()["authorization_servers"] == [ISSUER]
+
+
+def test_a_signed_in_user_reaches_their_own_leaves_through_the_loop_and_no_one_elses(
+    provider, mcp, tmp_path
+):
+    base, _, _ = mcp
+    with (
+        model_simulator(tmp_path, profile="instant") as sim,
+        loop_service(tmp_path, f"{sim}/v1", f"{base}/mcp") as (loop, _),
+    ):
+        owners = {}
+        for employee in ("E001", "E002"):
+            token = provider.token(employee_id=employee)
+            run = httpx.post(f"{loop}/v1/runs", json={"input": "查一下我的假單"},
+                             headers={"Authorization": f"Bearer {token}"}, timeout=60)  # fmt: skip
+            assert run.status_code == 200, run.text
+            (search,) = [s for s in run.json()["steps"] if s["name"] == "search_leaves"]
+            owners[employee] = {leave["employee_id"] for leave in search["result"]["leaves"]}
+        forged = httpx.post(f"{loop}/v1/runs", json={"input": "查一下我的假單"},
+                            headers={"Authorization": f"Bearer {unsigned()}"}, timeout=60)  # fmt: skip
+    assert owners == {"E001": {"E001"}, "E002": {"E002"}}
+    assert forged.status_code == 401
