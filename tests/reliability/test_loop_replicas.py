@@ -92,7 +92,7 @@ def test_a_restarted_loop_marks_the_run_it_left_and_a_dead_ones_runs_are_swept(s
     workdir, model, mcp, store = shared
     port = free_port()
     env = {"LOOP_PORT": str(port), "LOOP_MODEL_BASE_URL": model, "LOOP_MCP_URL": mcp,
-           "LOOP_STORE_URL": store, "LOOP_INSTANCE_ID": "loop-c", "LOOP_LEASE_SECONDS": "8"}  # fmt: skip
+           "LOOP_STORE_URL": store, "LOOP_INSTANCE_ID": "loop-c", "LOOP_LEASE_SECONDS": "20"}  # fmt: skip
     base = f"http://127.0.0.1:{port}"
 
     def killed_with_a_waiting_run() -> str:
@@ -107,12 +107,13 @@ def test_a_restarted_loop_marks_the_run_it_left_and_a_dead_ones_runs_are_swept(s
     # it comes back under the same identity: its own orphan is marked as it starts
     orphan = killed_with_a_waiting_run()
     assert status(store, orphan) == ("running", None)
-    with loop_service(workdir, model, mcp, store, instance_id="loop-c", lease_seconds="8"):
+    with loop_service(workdir, model, mcp, store, instance_id="loop-c", lease_seconds="20"):
         state, reason = status(store, orphan)
         assert state == "failed" and "stopped during the run" in (reason or ""), reason
-    # it does not come back: another loop marks its run once its lease (8 s) has lapsed
+    # it does not come back: another loop marks its run once its lease has lapsed (20 s:
+    # longer than a loop takes to start here, so loop-d starts while it still holds)
     gone = killed_with_a_waiting_run()
-    with loop_service(workdir, model, mcp, store, instance_id="loop-d", lease_seconds="8"):
+    with loop_service(workdir, model, mcp, store, instance_id="loop-d", lease_seconds="20"):
         assert status(store, gone)[0] == "running"  # the lease had not lapsed yet
-        wait_until(lambda: status(store, gone)[0] == "failed", timeout=30,
+        wait_until(lambda: status(store, gone)[0] == "failed", timeout=60,
                    what="loop-d sweeping the run of the loop that died")  # fmt: skip
