@@ -99,8 +99,10 @@ def _command(argv: list[str] | None) -> int:
         print(f"layout: {planned.describe()} → {(args.output or LAYOUT_FILE).name}")
         return 0
     if args.command == "preflight":
-        from .preflight import ENV_FILE, problems
+        from .preflight import ENV_FILE, problems, warnings
 
+        for warning in warnings(args.env_file or ENV_FILE):
+            print(f"⚠ {warning}", file=sys.stderr)
         found = problems(sim=args.sim, env_file=args.env_file or ENV_FILE)
         for problem in found:
             print(f"✗ {problem}", file=sys.stderr)

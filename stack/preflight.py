@@ -12,6 +12,12 @@ from . import compose, layout
 from .compose import host_ports
 
 ENV_FILE = compose.DEPLOY / ".env"
+# Secrets whose example value is published with the bundle: fine on a laptop, never on a box
+# a team uses.
+EXAMPLE_SECRETS = {
+    "MCP_ELICITATION_STATE_KEY": 'python -c "import secrets; print(secrets.token_hex(32))"',
+    "GRAFANA_ADMIN_PASSWORD": 'python -c "import secrets; print(secrets.token_urlsafe(18))"',
+}
 
 
 def _run(*command: str) -> subprocess.CompletedProcess[str] | None:
@@ -49,6 +55,7 @@ def problems(*, sim: bool, env_file: Path = ENV_FILE) -> list[str]:
     except layout.LayoutError as error:
         found.append(str(error))
         planned = None
+    found += production_problems(env_file)
     if not sim:
         found += _model_problems(project)
         found += _tool_parser_problems(project)
@@ -56,6 +63,42 @@ def problems(*, sim: bool, env_file: Path = ENV_FILE) -> list[str]:
             found += gpu_problems(planned)
     found += _port_problems(project)
     return found
+
+
+def example_defaults(env_file: Path) -> tuple[bool, list[str]]:
+    """(whether MCP_ENV is production, the example secrets deploy/.env still holds)."""
+    values = layout.settings(env_file)
+    example = layout.settings(compose.EXAMPLE_ENV, environ={})
+    kept = [name for name in EXAMPLE_SECRETS if values.get(name) == example.get(name)]
+    return values.get("MCP_ENV", "development") == "production", kept
+
+
+def production_problems(env_file: Path) -> list[str]:
+    """A production box refuses the published example secrets."""
+    production, kept = example_defaults(env_file)
+    if not production:
+        return []
+    return [
+        f"MCP_ENV=production but {name} is the published example's value: set a fresh one "
+        f"({EXAMPLE_SECRETS[name]})"
+        for name in kept
+    ]
+
+
+def warnings(env_file: Path) -> list[str]:
+    """What a laptop may keep and a team's box may not: said, not refused."""
+    if not env_file.exists():
+        return []
+    production, kept = example_defaults(env_file)
+    if production:
+        return []
+    said = [
+        "MCP_ENV=development: the seed job writes demo employees and demo tokens that anyone "
+        "who read the docs can use; for a real team set MCP_ENV=production and import its "
+        "people (docs/operations.md)"
+    ]
+    said += [f"{name} is the published example's value ({EXAMPLE_SECRETS[name]})" for name in kept]
+    return said
 
 
 def host_gpus() -> set[str] | None:

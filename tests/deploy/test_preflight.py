@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from stack import compose
-from stack.preflight import problems
+from stack.preflight import EXAMPLE_SECRETS, problems, warnings
 from tests.support import free_port
 
 
@@ -180,3 +180,22 @@ def test_a_host_without_a_driver_says_the_gpus_cannot_be_checked(path_with, tmp_
 def test_a_layout_that_cannot_be_served_is_one_line(path_with, tmp_path, settings, said):
     env = gpu_host(path_with, tmp_path, 8, **settings)
     assert problems(sim=False, env_file=env) == [said]
+
+
+def test_a_production_box_refuses_the_published_example_secrets(path_with, tmp_path):
+    env = gpu_host(path_with, tmp_path, 1, MCP_ENV="production")
+    assert problems(sim=False, env_file=env) == [
+        f"MCP_ENV=production but {name} is the published example's value: set a fresh one ({hint})"
+        for name, hint in EXAMPLE_SECRETS.items()
+    ]
+    env = gpu_host(path_with, tmp_path, 1, MCP_ENV="production",
+                   MCP_ELICITATION_STATE_KEY="f" * 64, GRAFANA_ADMIN_PASSWORD="a-fresh-one")  # fmt: skip
+    assert problems(sim=False, env_file=env) == [] and warnings(env) == []
+
+
+def test_a_laptop_is_told_it_runs_with_development_defaults_and_is_not_stopped(tmp_path):
+    env = tmp_path / ".env"
+    env.write_text(example_env())
+    said = warnings(env)
+    assert said[0].startswith("MCP_ENV=development: the seed job writes demo employees")
+    assert {w.split()[0] for w in said[1:]} == set(EXAMPLE_SECRETS)
