@@ -234,6 +234,8 @@ class RunSample:
     output_tokens: int = 0
     confirmations: int = 0
     session_id: str | None = None
+    tools: list[str] = field(default_factory=list)  # each tool call's name, in order
+    tool_errors: int = 0  # tool calls that came back as errors (a refusal, a declined cancel)
 
 
 def timed_run(
@@ -274,7 +276,10 @@ def timed_run(
     usage = finished.get("usage") or {}
     sample.status = finished.get("status", "")
     sample.turns = finished.get("turns", 0)
-    sample.tool_calls = sum(1 for s in finished.get("steps") or [] if s.get("type") == "tool")
+    tool_steps = [s for s in finished.get("steps") or [] if s.get("type") == "tool"]
+    sample.tool_calls = len(tool_steps)
+    sample.tools = [str(s.get("name")) for s in tool_steps]
+    sample.tool_errors = sum(1 for s in tool_steps if s.get("error"))
     sample.prompt_tokens = usage.get("prompt_tokens", 0)
     sample.output_tokens = usage.get("completion_tokens", 0)
     sample.session_id = finished.get("session_id")

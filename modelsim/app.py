@@ -29,7 +29,11 @@ from .request import ChatRequest, parse
 from .settings import SimSettings
 
 logger = logging.getLogger("modelsim")
-FINGERPRINT = "vllm-0.32.0-modelsim"
+VLLM_VERSION = "0.32.0"  # the vLLM whose API this simulates (tests/fixtures/vllm-0.32/)
+FINGERPRINT = f"vllm-{VLLM_VERSION}-modelsim"
+# Who serves: on /version and as each model's owner, so that a load test or a cost report can
+# tell a simulated capacity from a GPU's (vLLM answers {"version": …} and "owned_by": "vllm").
+SIMULATOR = "modelsim"
 FAULT_HEADER = "x-sim-fault"
 PREFIX_CACHE_ENTRIES = 1024
 LONG_SLEEP_SECONDS = 0.004
@@ -103,13 +107,25 @@ class Simulator:
                         "id": self.settings.model,
                         "object": "model",
                         "created": self.created,
-                        "owned_by": "vllm",
+                        "owned_by": SIMULATOR,
                         "root": self.settings.model,
                         "parent": None,
                         "max_model_len": self.settings.max_model_len,
                         "permission": [],
                     }
                 ],
+            }
+        )
+
+    async def version(self, _: Request) -> Response:
+        """vLLM's GET /version, and what a vLLM never says: that this is a simulator."""
+        return JSONResponse(
+            {
+                "version": VLLM_VERSION,
+                "simulator": SIMULATOR,
+                "profile": self.settings.profile,
+                "note": "a simulator of vLLM's API: its latencies and GPU figures are a model, "
+                "not a measurement",
             }
         )
 
@@ -450,6 +466,7 @@ def create_app(settings: SimSettings | None = None) -> Starlette:
             Route("/v1/chat/completions", simulator.chat_completions, methods=["POST"]),
             Route("/v1/models", simulator.models, methods=["GET"]),
             Route("/health", simulator.health, methods=["GET"]),
+            Route("/version", simulator.version, methods=["GET"]),
             Route("/metrics", simulator.prometheus, methods=["GET"]),
         ],
     )

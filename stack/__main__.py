@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         from .sweep import SweepError, run_sweep
 
         try:
-            run_sweep(loop_url, _url(services, "vllm"))
+            run_sweep()
         except SweepError as error:
             swept = False
             print(f"\nthe load sweep failed: {error}", file=sys.stderr)

@@ -194,7 +194,7 @@ def tables(inputs: Inputs, figures: Figures) -> list[Table]:
     at = f.operating_point
     volume = f"at {count(at.requests_per_day)} {w.unit}s/day"
     extra = (
-        f" (+{count(p.extra_per_call)} × {w.model_calls:g} calls: longer prompt)"
+        f" (+{count(p.extra_per_call)} × {w.model_calls:.3g} calls: longer prompt)"
         if p.extra_per_call
         else ""
     )
