@@ -21,7 +21,6 @@ import logging
 import os
 import random
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,39 +31,14 @@ from loadtest.client import StreamingClient, timed_chat, timed_run
 from loadtest.leaves import Leave, OwnLeaves, SetupError
 from loadtest.mcp import McpClient, McpError, ToolRefused
 from loadtest.results import STEPS_FILE, RawLog, step_missed_slo
+from loadtest.scenarios import AGENT_MIX, FACADE_MIX, facade_messages
 from loadtest.settings import LoadSettings
 
 # A worker replaces both with the master's when the test starts (see _take_the_masters).
 SETTINGS = LoadSettings()
 RUN_DIR = Path(os.environ.get("LOAD_RESULTS_RUN_DIR", SETTINGS.results_dir))
 REQUESTS_FILE = "model_requests.json"
-# The seed scenarios' requests (stack.demo.SCENARIOS), naming the user's own leave by its
-# reason where the seed names 家庭旅遊 and 表妹婚禮 (a test holds them to the seed's words).
-SUBMIT = "把我那張{reason}的特休送出審核"
-QUERY = "查一下我{reason}的假單"  # the seed's query, of the user's own leave
-CANCEL = "取消我{reason}那張假"
-FOLLOW_UP = "剛剛那張也送出審核"
 SETUP_ERRORS = (SetupError, McpError, ToolRefused, OSError)
-
-
-@dataclass(frozen=True)
-class Scenario:
-    name: str
-    weight: int
-    needs: str  # "draft" (new), "approved" (new) or "kept" (the user's approved leave)
-    request: str
-    answer: str | None = None  # how a confirmation is answered
-    follow_up: str | None = None  # a second request in the same session
-
-
-# The seed scenarios, queries most often.
-AGENT_MIX = (
-    Scenario("submit", 1, "draft", SUBMIT),
-    Scenario("query", 3, "kept", QUERY),
-    Scenario("cancel-decline", 1, "kept", CANCEL, "decline"),
-    Scenario("cancel-accept", 1, "approved", CANCEL, "accept"),
-    Scenario("session-follow-up", 1, "draft", QUERY, follow_up=FOLLOW_UP),
-)
 
 
 def own_leaves() -> OwnLeaves:
@@ -247,29 +221,6 @@ class AgentUser(User):
             _fire(self, "agent", "first answer token", s.first_answer_ms, 0, None)
         _fire(self, "agent", "run", s.run_ms, s.output_tokens, None)
         return s.session_id
-
-
-def facade_messages(scenario: Scenario, leave: Leave) -> list[dict[str, str]]:
-    """The scenario as a chat client sends it; a follow-up carries its history, with the
-    answer that named the leave, as the facade keeps no session."""
-    first = {"role": "user", "content": scenario.request.format(reason=leave.reason)}
-    if not scenario.follow_up:
-        return [first]
-    answer = f"找到 1 張假單：{leave.leave_id}（特休，草稿，事由：{leave.reason}）。"
-    return [
-        first,
-        {"role": "assistant", "content": answer},
-        {"role": "user", "content": scenario.follow_up},
-    ]
-
-
-# The facade declines confirmations, so there is no accepted cancel.
-FACADE_MIX = (
-    Scenario("submit", 1, "draft", SUBMIT),
-    Scenario("query", 3, "kept", QUERY),
-    Scenario("cancel-decline", 1, "kept", CANCEL),
-    Scenario("history-follow-up", 1, "draft", QUERY, follow_up=FOLLOW_UP),
-)
 
 
 class FacadeUser(User):

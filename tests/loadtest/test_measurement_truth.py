@@ -53,7 +53,8 @@ def test_ttft_itl_and_tokens_per_second_match_the_produced_truth(tmp_path):
         done = subprocess.run(
             [
                 *(sys.executable, "-m", "loadtest", "--model-url", f"{sim}/v1"),
-                *("--user-classes", "model", "--users", "8", "--duration-seconds", "10"),
+                *("--user-classes", "model", "--shape", "constant", "--users", "8"),
+                *("--duration-seconds", "10"),
                 *("--results-dir", str(tmp_path / "results")),
             ],
             cwd=REPO_ROOT,
