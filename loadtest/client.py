@@ -165,6 +165,7 @@ def _encode(body: Any) -> bytes | None:
 class ChatSample:
     """One streamed chat completion, by `vllm bench serve`'s definitions."""
 
+    id: str | None = None  # the completion's id, as the server logs it too
     ttft_ms: float = 0.0
     itl_ms: list[float] = field(default_factory=list)
     e2e_ms: float = 0.0
@@ -201,6 +202,7 @@ def timed_chat(client: StreamingClient, body: dict[str, Any]) -> ChatSample:
         chunk = json.loads(event.data)
         if "error" in chunk:
             raise HttpError(f"error in stream: {chunk['error']}")
+        sample.id = sample.id or chunk.get("id")
         if chunk.get("usage"):
             sample.prompt_tokens = chunk["usage"].get("prompt_tokens", 0)
             sample.output_tokens = chunk["usage"].get("completion_tokens", 0)

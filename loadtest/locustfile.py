@@ -139,6 +139,7 @@ class ModelUser(User):
             end=time.time(),
             ok=True,
             error=None,
+            id=s.id,
             ttft_ms=s.ttft_ms,
             itl_ms=s.itl_ms,
             tpot_ms=s.tpot_ms,

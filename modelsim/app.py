@@ -197,8 +197,9 @@ class Simulator:
         self, chat: ChatRequest, output: gen.Output, arrival: float
     ) -> AsyncIterator[bytes]:
         timing = _Timing(arrival)
+        completion_id = f"chatcmpl-{secrets.token_hex(8)}"
         head = {
-            "id": f"chatcmpl-{secrets.token_hex(8)}",
+            "id": completion_id,
             "object": "chat.completion.chunk",
             "created": int(time.time()),
             "model": chat.model,
@@ -253,7 +254,7 @@ class Simulator:
             timing.finished = time.perf_counter()
             self._observe(chat, output, timing, finish_reason)
             if self._timing_log is not None and finish_reason != "abort":
-                self._log_timing(timing)
+                self._log_timing(timing, completion_id)
 
     async def _admit(self, chat: ChatRequest, output: gen.Output, timing: _Timing) -> None:
         waited = await self.scheduler.admit(_kv_tokens(chat, output))
@@ -366,9 +367,10 @@ class Simulator:
         if self._timing_log is not None:
             self._timing_log.close()
 
-    def _log_timing(self, timing: _Timing) -> None:
+    def _log_timing(self, timing: _Timing, completion_id: str) -> None:
         assert self._timing_log is not None
         line = {
+            "id": completion_id,  # the stream's chunks carry it: a client's record pairs by it
             "ttft_s": timing.first_token - timing.arrival,
             "itl_s": timing.gaps,
             "e2e_s": timing.finished - timing.arrival,
