@@ -6,8 +6,9 @@ stack was configured with; those rules are the formulas below written in PromQL,
 holds the two to the same numbers.
 
 Defaults are dated public list prices (users override them all): an H200 at a GPU cloud,
-$3.59/h (spot, March 2026); a small commercial model, $0.25 input / $2.00 output per 1M
-tokens (GPT-5 mini, 2026).
+$6.35/h on demand (March 2026; an always-on service cannot live on spot capacity, which can be
+taken back at any time); a small commercial model, $0.25 input / $2.00 output per 1M tokens
+(GPT-5 mini, 2026). The bounds refuse what no price list has ($inf, nan, a 300-digit price).
 """
 
 from __future__ import annotations
@@ -21,14 +22,27 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 SECONDS_PER_HOUR = 3600
 PER_MILLION = 1_000_000
+# Beyond any list price of 2026 by two orders of magnitude: a value past these is a typo.
+MAX_GPU_HOURLY_USD = 1000.0
+MAX_API_USD_PER_MILLION = 1000.0
 
 
 class CostSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="COST_", extra="ignore")
 
-    gpu_hourly_usd: float = Field(3.59, ge=0, description="What the GPU host costs per hour.")
-    api_input_usd_per_million: float = Field(0.25, ge=0)
-    api_output_usd_per_million: float = Field(2.00, ge=0)
+    gpu_hourly_usd: float = Field(
+        6.35,
+        ge=0,
+        le=MAX_GPU_HOURLY_USD,
+        allow_inf_nan=False,
+        description="What the GPU host costs per hour (on-demand).",
+    )
+    api_input_usd_per_million: float = Field(
+        0.25, ge=0, le=MAX_API_USD_PER_MILLION, allow_inf_nan=False
+    )
+    api_output_usd_per_million: float = Field(
+        2.00, ge=0, le=MAX_API_USD_PER_MILLION, allow_inf_nan=False
+    )
 
 
 def self_hosted_usd_per_million_tokens(gpu_hourly_usd: float, tokens_per_second: float) -> float:

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from . import conversations
+from . import backend, conversations, target
 from .results import write_summary
 from .settings import LoadSettings
 
@@ -42,6 +42,19 @@ def main(argv: list[str] | None = None) -> int:
             where = f"--{setting.replace('_', '-')} / LOAD_{setting.upper()}: " if setting else ""
             print(f"configuration error: {where}{problem['msg']}", file=sys.stderr)
         return 2
+    if settings.ignored():
+        print(f"configuration error: {settings.ignored()}", file=sys.stderr)
+        return 2
+    from stack.localstack import LocalStack
+
+    settings, targets = target.resolve(settings, LocalStack().urls())
+    for place in target.needed(targets, settings.user_classes):
+        why = target.unanswered(place)
+        if why is not None:
+            print(target.refusal(place, why), file=sys.stderr)
+            return 2
+        print(f"load: {place.what} at {place.url} ({place.origin})", flush=True)
+    served_by = backend.identify(settings.model_url)
     classes = settings.user_class_names()
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     run_dir = Path(settings.results_dir) / stamp
@@ -84,10 +97,22 @@ def main(argv: list[str] | None = None) -> int:
         status = locust.wait()
     finally:
         signal.signal(signal.SIGINT, previous)
-    summary = write_summary(run_dir, settings.slo(), settings.prometheus_url)
+    summary = write_summary(
+        run_dir, settings.slo(), settings.prometheus_url, served_by, _load(settings)
+    )
     print(json.dumps(_headline(summary), indent=1, ensure_ascii=False))
     print(f"summary: {run_dir / 'summary.json'}")
     return status
+
+
+def _load(settings: LoadSettings) -> dict[str, Any]:
+    """How the load was made, for whoever reads the summary (the cost report among them)."""
+    fields = ("user_classes", "shape", "think_seconds", "model_think_seconds", "max_tokens")
+    return {
+        **{name: getattr(settings, name) for name in fields},
+        "schedule": [step._asdict() for step in settings.schedule()],
+        "seconds": settings.total_seconds(),
+    }
 
 
 def _interface(settings: LoadSettings) -> list[str]:

@@ -165,6 +165,7 @@ def _encode(body: Any) -> bytes | None:
 class ChatSample:
     """One streamed chat completion, by `vllm bench serve`'s definitions."""
 
+    id: str | None = None  # the completion's id, as the server logs it too
     ttft_ms: float = 0.0
     itl_ms: list[float] = field(default_factory=list)
     e2e_ms: float = 0.0
@@ -201,6 +202,7 @@ def timed_chat(client: StreamingClient, body: dict[str, Any]) -> ChatSample:
         chunk = json.loads(event.data)
         if "error" in chunk:
             raise HttpError(f"error in stream: {chunk['error']}")
+        sample.id = sample.id or chunk.get("id")
         if chunk.get("usage"):
             sample.prompt_tokens = chunk["usage"].get("prompt_tokens", 0)
             sample.output_tokens = chunk["usage"].get("completion_tokens", 0)
@@ -234,6 +236,8 @@ class RunSample:
     output_tokens: int = 0
     confirmations: int = 0
     session_id: str | None = None
+    tools: list[str] = field(default_factory=list)  # each tool call's name, in order
+    tool_errors: int = 0  # tool calls that came back as errors (a refusal, a declined cancel)
 
 
 def timed_run(
@@ -274,7 +278,10 @@ def timed_run(
     usage = finished.get("usage") or {}
     sample.status = finished.get("status", "")
     sample.turns = finished.get("turns", 0)
-    sample.tool_calls = sum(1 for s in finished.get("steps") or [] if s.get("type") == "tool")
+    tool_steps = [s for s in finished.get("steps") or [] if s.get("type") == "tool"]
+    sample.tool_calls = len(tool_steps)
+    sample.tools = [str(s.get("name")) for s in tool_steps]
+    sample.tool_errors = sum(1 for s in tool_steps if s.get("error"))
     sample.prompt_tokens = usage.get("prompt_tokens", 0)
     sample.output_tokens = usage.get("completion_tokens", 0)
     sample.session_id = finished.get("session_id")

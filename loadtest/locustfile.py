@@ -7,6 +7,11 @@ and LOAD_RESULTS_RUN_DIR set works too (web UI), and so does a worker
 (`locust -f loadtest/locustfile.py --worker --master-host …`), which takes the master's.
 Timing comes from loadtest.client, not from Locust's HTTP clients (see there); every request
 also goes to the raw log the summary reads.
+
+The agent and facade users' scenarios are the seed scenarios (stack.demo.SCENARIOS), each on a
+leave of the user's own in the state it needs, made just before through the MCP server
+(loadtest.leaves): a submit has a draft to submit, a cancel an approved leave to cancel, what
+ever the demo or an earlier run did to the seeded leaves.
 """
 
 from __future__ import annotations
@@ -23,23 +28,45 @@ from locust import LoadTestShape, User, events, task
 from locust.runners import WorkerRunner
 
 from loadtest.client import StreamingClient, timed_chat, timed_run
+from loadtest.leaves import Leave, OwnLeaves, SetupError
+from loadtest.mcp import McpClient, McpError, ToolRefused
 from loadtest.results import STEPS_FILE, RawLog, step_missed_slo
+from loadtest.scenarios import AGENT_MIX, FACADE_MIX, facade_messages
 from loadtest.settings import LoadSettings
-from stack.demo import SCENARIOS
 
 # A worker replaces both with the master's when the test starts (see _take_the_masters).
 SETTINGS = LoadSettings()
 RUN_DIR = Path(os.environ.get("LOAD_RESULTS_RUN_DIR", SETTINGS.results_dir))
 REQUESTS_FILE = "model_requests.json"
-FOLLOW_UP = ("查一下我的假單", "剛剛那張也送出審核")
-# (name, first request, confirmation answer, weight): the seed scenarios, queries most often.
-AGENT_MIX = [
-    ("submit", SCENARIOS[0].request, None, 1),
-    ("query", SCENARIOS[1].request, None, 3),
-    ("cancel-decline", SCENARIOS[2].request, "decline", 1),
-    ("cancel-accept", SCENARIOS[3].request, "accept", 1),
-    ("session-follow-up", FOLLOW_UP[0], None, 1),
-]
+SETUP_ERRORS = (SetupError, McpError, ToolRefused, OSError)
+
+
+def own_leaves() -> OwnLeaves:
+    """A user's own leaves on the MCP server: made as the employee, approved by the manager."""
+    return OwnLeaves(
+        McpClient(SETTINGS.mcp_url, SETTINGS.token),
+        McpClient(SETTINGS.mcp_url, SETTINGS.manager_token),
+        random.Random(),
+    )
+
+
+def prepare(leaves: OwnLeaves, needs: str) -> Leave:
+    if needs == "draft":
+        return leaves.draft()
+    if needs == "approved":
+        return leaves.approved()
+    return leaves.kept()
+
+
+def put_away(leaves: OwnLeaves, leave: Leave, needs: str) -> None:
+    """After the scenario, a leave made for it alone is retired (its day and balance free)."""
+    if needs == "kept":
+        return
+    try:
+        leaves.retire(leave)
+    except SETUP_ERRORS as error:  # the run is measured already: say so, go on
+        logging.warning("could not retire %s (%s): %s", leave.leave_id, leave.reason, error)
+
 
 _raw: RawLog | None = None
 
@@ -112,6 +139,7 @@ class ModelUser(User):
             end=time.time(),
             ok=True,
             error=None,
+            id=s.id,
             ttft_ms=s.ttft_ms,
             itl_ms=s.itl_ms,
             tpot_ms=s.tpot_ms,
@@ -127,7 +155,8 @@ class ModelUser(User):
 
 
 class AgentUser(User):
-    """A person using the copilot: whole runs through the loop's API, with think time."""
+    """A person using the copilot: whole runs through the loop's API, each on a leave of its
+    own in the state the scenario needs."""
 
     def wait_time(self) -> float:
         return random.expovariate(1 / SETTINGS.think_seconds) if SETTINGS.think_seconds else 0
@@ -136,17 +165,31 @@ class AgentUser(User):
         headers = {"Authorization": f"Bearer {SETTINGS.token}"}
         self.stream_client = StreamingClient(SETTINGS.loop_url, headers)
         self.control_client = StreamingClient(SETTINGS.loop_url, headers)
+        self.leaves = own_leaves()
 
     def on_stop(self) -> None:
         self.stream_client.close()
         self.control_client.close()
+        try:
+            self.leaves.close()
+        except SETUP_ERRORS as error:
+            logging.warning("could not give back the user's leaves: %s", error)
 
     @task
     def agent_run(self) -> None:
-        name, text, answer, _ = random.choices(AGENT_MIX, weights=[m[3] for m in AGENT_MIX])[0]
-        session = self._run(name, text, answer, None)
-        if name == "session-follow-up" and session:
-            self._run(name, FOLLOW_UP[1], None, session)
+        scenario = random.choices(AGENT_MIX, weights=[m.weight for m in AGENT_MIX])[0]
+        start = time.time()
+        try:
+            leave = prepare(self.leaves, scenario.needs)
+        except SETUP_ERRORS as error:
+            record = {"kind": "agent", "name": scenario.name}
+            _failed(self, record, start, RuntimeError(f"setup: {error}"), "run")
+            return
+        text = scenario.request.format(reason=leave.reason)
+        session = self._run(scenario.name, text, scenario.answer, None)
+        if scenario.follow_up and session:
+            self._run(scenario.name, scenario.follow_up, None, session)
+        put_away(self.leaves, leave, scenario.needs)
 
     def _run(self, name: str, text: str, answer: str | None, session: str | None) -> str | None:
         start = time.time()
@@ -168,6 +211,8 @@ class AgentUser(User):
             run_ms=s.run_ms,
             turns=s.turns,
             tool_calls=s.tool_calls,
+            tools=s.tools,
+            tool_errors=s.tool_errors,
             confirmations=s.confirmations,
             prompt_tokens=s.prompt_tokens,
             output_tokens=s.output_tokens,
@@ -179,28 +224,10 @@ class AgentUser(User):
         return s.session_id
 
 
-# (name, OpenAI messages, weight): the seed scenarios as a chat client would send them. The
-# facade declines confirmations, so there is no accepted cancel; a follow-up carries its
-# history in the messages, as the facade keeps no session.
-FACADE_MIX = [
-    ("submit", [{"role": "user", "content": SCENARIOS[0].request}], 1),
-    ("query", [{"role": "user", "content": SCENARIOS[1].request}], 3),
-    ("cancel-decline", [{"role": "user", "content": SCENARIOS[2].request}], 1),
-    (
-        "history-follow-up",
-        [
-            {"role": "user", "content": FOLLOW_UP[0]},
-            {"role": "assistant", "content": "找到你的假單，列在上面。"},
-            {"role": "user", "content": FOLLOW_UP[1]},
-        ],
-        1,
-    ),
-]
-
-
 class FacadeUser(User):
     """An OpenAI client of the copilot: streamed chat completions on the loop's facade, where
-    one completion is a whole agent run and the model is the agent's name (GET /v1/models)."""
+    one completion is a whole agent run and the model is the agent's name (GET /v1/models);
+    each on a leave of its own, as the agent user's."""
 
     def wait_time(self) -> float:
         return random.expovariate(1 / SETTINGS.think_seconds) if SETTINGS.think_seconds else 0
@@ -209,15 +236,27 @@ class FacadeUser(User):
         headers = {"Authorization": f"Bearer {SETTINGS.token}"}
         self.client = StreamingClient(f"{SETTINGS.loop_url.rstrip('/')}/v1", headers)
         self.model = self.client.request_json("GET", "/models")["data"][0]["id"]
+        self.leaves = own_leaves()
 
     def on_stop(self) -> None:
         self.client.close()
+        try:
+            self.leaves.close()
+        except SETUP_ERRORS as error:
+            logging.warning("could not give back the user's leaves: %s", error)
 
     @task
     def chat(self) -> None:
-        name, messages, _ = random.choices(FACADE_MIX, weights=[m[2] for m in FACADE_MIX])[0]
+        scenario = random.choices(FACADE_MIX, weights=[m.weight for m in FACADE_MIX])[0]
         start = time.time()
-        record: dict[str, Any] = {"kind": "facade", "name": name}
+        record: dict[str, Any] = {"kind": "facade", "name": scenario.name}
+        try:
+            leave = prepare(self.leaves, scenario.needs)
+        except SETUP_ERRORS as error:
+            _failed(self, record, start, RuntimeError(f"setup: {error}"), "run")
+            return
+        messages = facade_messages(scenario, leave)
+        start = time.time()
         try:
             s = timed_chat(self.client, {"model": self.model, "messages": messages})
             # the facade ends a run that did not complete (failed, cancelled, turn limit) with
@@ -226,6 +265,7 @@ class FacadeUser(User):
                 raise RuntimeError(f"run did not complete (finish_reason {s.finish_reason})")
         except Exception as error:
             _failed(self, record, start, error, "run")
+            put_away(self.leaves, leave, scenario.needs)
             return
         record.update(
             start=start,
@@ -241,6 +281,7 @@ class FacadeUser(User):
         raw_log().write(record)
         _fire(self, "facade", "first answer token", s.ttft_ms, 0, None)
         _fire(self, "facade", "run", s.e2e_ms, s.output_tokens, None)
+        put_away(self.leaves, leave, scenario.needs)
 
 
 class LoadShape(LoadTestShape):

@@ -19,6 +19,8 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
+from . import backend
+
 TIMEOUT_SECONDS = 5.0
 # After the run Prometheus still has to scrape its last seconds: wait at most this long (two
 # of the bundle's 5 s scrapes and some slack) for a sample at or after the run's end.
@@ -139,9 +141,12 @@ def add_figures(summary: dict[str, Any], url: str | None, unset_note: str) -> di
     queries = {name: f.expression for name, f in FIGURES.items()}
     rules = {name: f.rule for name, f in FIGURES.items()}
     summary["prometheus"] = {"url": url, "queries": queries, "recording_rules": rules}
+    found = summary.get("backend")
     if url is None:
         for step in steps:
             step["prometheus"] = empty(unset_note)
+        if found is not None:
+            found["notes"].append(f"{unset_note}, so the GPUs were not read from DCGM")
         return summary
     prometheus = Prometheus(url)
     try:
@@ -154,9 +159,19 @@ def add_figures(summary: dict[str, Any], url: str | None, unset_note: str) -> di
         summary["prometheus"]["note"] = note
         for step in steps:
             step["prometheus"] = empty(note)
+        if found is not None:
+            found["notes"].append(f"{note}, so the GPUs were not read from DCGM")
         return summary
     for step in steps:
         step["prometheus"] = step_figures(prometheus, step["start"], step["end"])
+    if found is not None and steps:
+        start = min(step["start"] for step in steps)
+        gpus = backend.GPU_QUERY.format(window=window(end - start))
+        source = f"DCGM_FI_DEV_GPU_UTIL labels via Prometheus at {url}"
+        try:
+            backend.add_gpus(found, prometheus.query(gpus, at=end), source)
+        except PrometheusError as error:
+            found["notes"].append(f"{source}: the query failed: {error}")
     return summary
 
 

@@ -127,6 +127,8 @@ def _agent_block(records: list[dict[str, Any]], seconds: float, slo: Slo) -> dic
     n = len(ok) or 1
     block["turns_per_run"] = sum(r["turns"] for r in ok) / n
     block["tool_calls_per_run"] = sum(r["tool_calls"] for r in ok) / n
+    # absent from records of an older locustfile
+    block["confirmations_per_run"] = sum(r.get("confirmations", 0) for r in ok) / n
     return block
 
 
@@ -142,9 +144,6 @@ def _runs_block(records: list[dict[str, Any]], seconds: float, run_slo_ms: float
     in_tokens = sum(r["prompt_tokens"] for r in ok)
     out_tokens = sum(r["output_tokens"] for r in ok)
     good = [r for r in ok if r["run_ms"] <= run_slo_ms]
-    by_scenario: dict[str, int] = {}
-    for r in records:
-        by_scenario[r["name"]] = by_scenario.get(r["name"], 0) + 1
     return {
         "runs": len(records),
         "errors": len(records) - len(ok),
@@ -161,8 +160,38 @@ def _runs_block(records: list[dict[str, Any]], seconds: float, run_slo_ms: float
         "run_ms": distribution([r["run_ms"] for r in ok]),
         "goodput_per_s": _rate(len(good), seconds),
         "slo_attainment": len(good) / len(records) if records else None,
-        "scenarios": by_scenario,
+        "scenarios": _scenarios(records),
     }
+
+
+def _mean(records: list[dict[str, Any]], key: str) -> float | None:
+    values = [r[key] for r in records if isinstance(r.get(key), int | float)]
+    return sum(values) / len(values) if values else None
+
+
+def _scenarios(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per scenario, what its runs did: a write scenario that takes 2 turns and asks no
+    confirmation found nothing to write. (The facade's runs carry tokens only.)"""
+    names = sorted({r["name"] for r in records})
+    blocks = {}
+    for name in names:
+        runs = [r for r in records if r["name"] == name]
+        ok = [r for r in runs if r["ok"]]
+        tools: dict[str, int] = {}
+        for r in ok:
+            for tool in r.get("tools") or []:
+                tools[tool] = tools.get(tool, 0) + 1
+        keys = ("turns", "tool_calls", "tool_errors", "confirmations")
+        blocks[name] = {
+            "runs": len(runs),
+            "errors": len(runs) - len(ok),
+            **{f"{key}_per_run": _mean(ok, key) for key in keys},
+            "tools": tools,  # how often each tool was called, over the scenario's runs
+            "prompt_tokens_per_run": _mean(ok, "prompt_tokens"),
+            "output_tokens_per_run": _mean(ok, "output_tokens"),
+            "run_ms_p95": percentile([r["run_ms"] for r in ok], 95) if ok else None,
+        }
+    return blocks
 
 
 def _slo_verdict(step: dict[str, Any], slo: Slo) -> tuple[bool, list[str]]:
@@ -280,12 +309,24 @@ def step_missed_slo(folder: Path, slo: Slo) -> list[str]:
     return [] if newest["slo_broken"] == ["no requests"] else newest["slo_broken"]
 
 
-def write_summary(folder: Path, slo: Slo, prometheus_url: str = "off") -> dict[str, Any]:
+def write_summary(
+    folder: Path,
+    slo: Slo,
+    prometheus_url: str = "off",
+    backend: dict[str, Any] | None = None,
+    load: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """summary.json from the raw logs and steps in `folder`, with each step's Prometheus
-    figures (LOAD_PROMETHEUS_URL's meaning: a URL, empty for make dev's, or off)."""
+    figures (LOAD_PROMETHEUS_URL's meaning: a URL, empty for make dev's, or off), what served
+    the load (`backend`, loadtest.backend, completed with the GPUs from Prometheus) and how it
+    was made (`load`: the users, shape and think time)."""
     from . import prometheus
 
     summary = summarise(read_records(folder), read_steps(folder), slo)
+    if backend is not None:
+        summary["backend"] = backend
+    if load is not None:
+        summary["load"] = load
     prometheus.add_figures(summary, *prometheus.resolve(prometheus_url))
     (folder / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
     return summary

@@ -9,6 +9,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .results import Slo
 
+DEFAULT_LOOP_URL = "http://127.0.0.1:8080"
+DEFAULT_MODEL_URL = "http://127.0.0.1:8000/v1"
+DEFAULT_MCP_URL = "http://127.0.0.1:8090/mcp"
 # `user_classes` names → the Locust user classes in loadtest/locustfile.py
 USER_CLASSES = {"agent": "AgentUser", "model": "ModelUser", "facade": "FacadeUser"}
 
@@ -22,19 +25,36 @@ class Step(NamedTuple):
 class LoadSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="LOAD_", extra="ignore")
 
-    loop_url: str = "http://127.0.0.1:8080"
-    model_url: str = Field("http://127.0.0.1:8000/v1", description="vLLM's OpenAI base URL.")
-    token: str = "demo-token-employee"
+    # Empty: the running local stack's (make dev, make demo: .run/), else the default port.
+    loop_url: str = Field(
+        "", description=f"the loop's base URL (empty: the local stack's, else {DEFAULT_LOOP_URL})"
+    )
+    model_url: str = Field(
+        "",
+        description="vLLM's OpenAI base URL, also asked what serves (empty: the local stack's, "
+        f"else {DEFAULT_MODEL_URL})",
+    )
+    mcp_url: str = Field(
+        "",
+        description="the MCP server on which agent and facade users make their own leaves "
+        f"(empty: the local stack's, else {DEFAULT_MCP_URL})",
+    )
+    token: str = Field("demo-token-employee", description="the employee every user acts as")
+    manager_token: str = Field(
+        "demo-token-manager", description="their manager: approves the users' own leaves"
+    )
+    # The default is the sweep `make demo` ends with: agent users, 2 to 8, back to back (no
+    # think time), so that both measure the same capacity at the SLO.
     user_classes: str = Field(
-        "agent,model", description="Which users run, comma-separated: agent, model, facade."
+        "agent", description="Which users run, comma-separated: agent, model, facade."
     )
-    shape: Literal["constant", "steps", "spike"] = "constant"
+    shape: Literal["constant", "steps", "spike"] = "steps"
     users: int = Field(
-        4, ge=1, description="constant: users; steps: users of the first step; spike: baseline"
+        2, ge=1, description="constant: users; steps: users of the first step; spike: baseline"
     )
-    step_users: int = Field(4, ge=1, description="users added per step")
-    steps: int = Field(5, ge=1)
-    step_seconds: float = Field(20.0, gt=0)
+    step_users: int = Field(2, ge=1, description="users added per step")
+    steps: int = Field(4, ge=1)
+    step_seconds: float = Field(8.0, gt=0)
     stop_at_break: bool = Field(
         True, description="steps: end the sweep after the first step that misses the SLO"
     )
@@ -43,7 +63,12 @@ class LoadSettings(BaseSettings):
     spike_start_seconds: float = Field(10.0, gt=0, description="spike: baseline before it")
     spike_seconds: float = Field(10.0, gt=0, description="spike: how long it lasts")
     spawn_rate: float = Field(50.0, gt=0)
-    think_seconds: float = Field(1.0, ge=0, description="mean pause between an agent's runs")
+    think_seconds: float = Field(
+        0.0,
+        ge=0,
+        description="mean pause between an agent's runs (0: back to back, which measures "
+        "capacity; a person's pause models a population of users)",
+    )
     model_think_seconds: float = Field(0.0, ge=0)
     max_tokens: int = Field(256, ge=1, description="max_tokens of the model user's requests")
     results_dir: str = "var/loadtest"
@@ -101,6 +126,17 @@ class LoadSettings(BaseSettings):
                 f"({self.duration_seconds:g} s): no baseline after it to recover in"
             )
         return self
+
+    def ignored(self) -> str | None:
+        """Why a setting given (flag or variable) would do nothing with this shape, if one
+        would: --duration-seconds without a shape once meant the constant shape."""
+        if "duration_seconds" in self.model_fields_set and self.shape == "steps":
+            return (
+                "--duration-seconds / LOAD_DURATION_SECONDS: the length of the constant and "
+                "spike shapes; the steps shape (the default) lasts steps × step_seconds: add "
+                "--shape constant"
+            )
+        return None
 
     def schedule(self) -> list[Step]:
         """Each step's start (seconds from the test's start), users and phase; the test ends

@@ -29,7 +29,11 @@ from .request import ChatRequest, parse
 from .settings import SimSettings
 
 logger = logging.getLogger("modelsim")
-FINGERPRINT = "vllm-0.32.0-modelsim"
+VLLM_VERSION = "0.32.0"  # the vLLM whose API this simulates (tests/fixtures/vllm-0.32/)
+FINGERPRINT = f"vllm-{VLLM_VERSION}-modelsim"
+# Who serves: on /version and as each model's owner, so that a load test or a cost report can
+# tell a simulated capacity from a GPU's (vLLM answers {"version": …} and "owned_by": "vllm").
+SIMULATOR = "modelsim"
 FAULT_HEADER = "x-sim-fault"
 PREFIX_CACHE_ENTRIES = 1024
 LONG_SLEEP_SECONDS = 0.004
@@ -105,13 +109,25 @@ class Simulator:
                         "id": self.settings.model,
                         "object": "model",
                         "created": self.created,
-                        "owned_by": "vllm",
+                        "owned_by": SIMULATOR,
                         "root": self.settings.model,
                         "parent": None,
                         "max_model_len": self.settings.max_model_len,
                         "permission": [],
                     }
                 ],
+            }
+        )
+
+    async def version(self, _: Request) -> Response:
+        """vLLM's GET /version, and what a vLLM never says: that this is a simulator."""
+        return JSONResponse(
+            {
+                "version": VLLM_VERSION,
+                "simulator": SIMULATOR,
+                "profile": self.settings.profile,
+                "note": "a simulator of vLLM's API: its latencies and GPU figures are a model, "
+                "not a measurement",
             }
         )
 
@@ -183,8 +199,9 @@ class Simulator:
         self, chat: ChatRequest, output: gen.Output, arrival: float
     ) -> AsyncIterator[bytes]:
         timing = _Timing(arrival)
+        completion_id = f"chatcmpl-{secrets.token_hex(8)}"
         head = {
-            "id": f"chatcmpl-{secrets.token_hex(8)}",
+            "id": completion_id,
             "object": "chat.completion.chunk",
             "created": int(time.time()),
             "model": chat.model,
@@ -239,7 +256,7 @@ class Simulator:
             timing.finished = time.perf_counter()
             self._observe(chat, output, timing, finish_reason)
             if self._timing_log is not None and finish_reason != "abort":
-                self._log_timing(timing)
+                self._log_timing(timing, completion_id)
 
     async def _admit(self, chat: ChatRequest, output: gen.Output, timing: _Timing) -> None:
         waited = await self.scheduler.admit(_kv_tokens(chat, output))
@@ -352,9 +369,10 @@ class Simulator:
         if self._timing_log is not None:
             self._timing_log.close()
 
-    def _log_timing(self, timing: _Timing) -> None:
+    def _log_timing(self, timing: _Timing, completion_id: str) -> None:
         assert self._timing_log is not None
         line = {
+            "id": completion_id,  # the stream's chunks carry it: a client's record pairs by it
             "ttft_s": timing.first_token - timing.arrival,
             "itl_s": timing.gaps,
             "e2e_s": timing.finished - timing.arrival,
@@ -452,6 +470,7 @@ def create_app(settings: SimSettings | None = None) -> Starlette:
             Route("/v1/chat/completions", simulator.chat_completions, methods=["POST"]),
             Route("/v1/models", simulator.models, methods=["GET"]),
             Route("/health", simulator.health, methods=["GET"]),
+            Route("/version", simulator.version, methods=["GET"]),
             Route("/metrics", simulator.prometheus, methods=["GET"]),
         ],
     )

@@ -151,7 +151,7 @@ def _command(argv: list[str] | None) -> int:
         from .sweep import SweepError, run_sweep
 
         try:
-            run_sweep(loop_url, _url(services, ROUTER))
+            run_sweep()
         except SweepError as error:
             swept = False
             print(f"\nthe load sweep failed: {error}", file=sys.stderr)

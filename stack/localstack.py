@@ -8,6 +8,7 @@ files live there too; `stop` ends exactly the processes that `up` started.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -26,6 +27,9 @@ import httpx
 from . import compose
 
 RUN_DIR = compose.REPO_ROOT / ".run"
+# Where the running stack's services listen ({name: base URL}), for `make load` and the rest
+# that come to it afterwards: the ports move with LOOP_PUBLISHED_PORT, LOCAL_MODEL_PORT …
+URLS_FILE = "urls.json"
 ONE_SHOT = {"mcp-seed"}
 ROUTER = "vllm-router"
 # Where each job of monitoring/prometheus/prometheus.yml finds a service's metrics: the job
@@ -199,6 +203,17 @@ class LocalStack:
             process = self._spawn(service)
             self._wait_ready(service, process, timeout)
             self._record_title(service, process)
+        urls = {s.name: s.url for s in services if s.url and s.name not in ONE_SHOT}
+        (self.run_dir / URLS_FILE).write_text(json.dumps(urls, indent=1) + "\n")
+
+    def urls(self) -> dict[str, str]:
+        """The base URL of each service of this stack that is running now ({} if none is)."""
+        running = set(self.running())
+        try:
+            urls = json.loads((self.run_dir / URLS_FILE).read_text())
+        except (OSError, ValueError):
+            return {}
+        return {name: url for name, url in urls.items() if name in running}
 
     def _run_once(self, service: LocalService) -> None:
         log = self.logs / f"{service.name}.log"
@@ -286,6 +301,7 @@ class LocalStack:
         return names
 
     def stop(self) -> list[str]:
+        (self.run_dir / URLS_FILE).unlink(missing_ok=True)
         stopped = []
         for pid_file in sorted(self.pids.glob("*.pid")) if self.pids.exists() else []:
             pid = self._pid(pid_file)

@@ -1,5 +1,7 @@
-"""The demo's closing load sweep: a short stepped `python -m loadtest` on the local stack, the
-capacity it found at the SLO, then `python -m loadtest.cost` on its summary."""
+"""The demo's closing load sweep: `python -m loadtest` on the local stack with no flags at all,
+which is `make load` (it finds the stack through .run/urls.json and runs its default sweep),
+then `python -m loadtest.cost` on its summary with `make cost`'s settings file. The demo and
+`make load && make cost` measure and cost the same thing by construction."""
 
 from __future__ import annotations
 
@@ -13,17 +15,7 @@ from typing import Any
 
 from .compose import REPO_ROOT
 
-# 2, 4, 6 and 8 users (half agents, half model users), 8 s each: about 32 s of load, ~40 s
-# with Locust's start, the users' last runs and Prometheus's last scrape.
-FIRST_USERS, STEP_USERS, STEPS, STEP_SECONDS = 2, 2, 4, 8
-STEP_ARGS = (
-    *("--users", str(FIRST_USERS), "--step-users", str(STEP_USERS)),
-    *("--steps", str(STEPS), "--step-seconds", str(STEP_SECONDS)),
-)
-COST_SETTINGS = "loadtest/cost.example.toml"
-# Agent and model users share the steps, so a step's runs/s understates a replica; the cost
-# counts every token served as equal work instead (docs/loadtest.md, "What a request is").
-COST_ARGS = ("--capacity-basis", "tokens")
+COST_SETTINGS = "loadtest/cost.example.toml"  # the Makefile's COST_SETTINGS default
 TIMEOUT_SECONDS = 180
 TAIL_LINES = 25
 
@@ -55,51 +47,81 @@ def _ms(value: float | None) -> str:
 
 
 def step_table(summary: dict[str, Any]) -> list[str]:
-    header = ("users", "runs/s", "run p95 ms", "model req/s", "TTFT p99 ms", "ITL p99 ms", "SLO")
-    rows = [header]
+    header: tuple[str, ...] = ("users", "runs/s", "run p95 ms", "turns/run", "tools/run")
+    header += ("confirm/run", "vLLM TTFT p95 ms", "SLO")
+    rows: list[tuple[str, ...]] = [header]
     for step in summary["steps"]:
-        agent, model = step["agent"] or {}, step["model"] or {}
+        agent = step["agent"] or {}
+        served = step.get("prometheus") or {}
         rows.append(
             (
                 str(step["users"]),
                 f"{agent.get('runs_per_s', 0.0):.2f}",
                 _ms((agent.get("run_ms") or {}).get("p95")),
-                f"{model.get('requests_per_s', 0.0):.2f}",
-                _ms((model.get("ttft_ms") or {}).get("p99")),
-                _ms((model.get("itl_ms") or {}).get("p99")),
+                f"{agent.get('turns_per_run', 0.0):.2f}",
+                f"{agent.get('tool_calls_per_run', 0.0):.2f}",
+                f"{agent.get('confirmations_per_run', 0.0):.2f}",
+                _ms(served.get("vllm_ttft_p95_ms")),
                 "met" if step["slo_met"] else "broken: " + "; ".join(step["slo_broken"]),
             )
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
+    return _aligned(rows)
+
+
+def scenario_table(summary: dict[str, Any]) -> list[str]:
+    """What each scenario's runs did in the capacity step: the writes are visible here."""
+    capacity = summary["capacity_at_slo"]
+    step = next(s for s in summary["steps"] if s["step"] == capacity["step"])
+    scenarios = (step["agent"] or {}).get("scenarios") or {}
+    rows: list[tuple[str, ...]] = [
+        ("scenario", "runs", "turns/run", "tools/run", "confirm/run", "tools called")
+    ]
+    for name, block in scenarios.items():
+        tools = ", ".join(f"{tool} ×{n}" for tool, n in block["tools"].items())
+        rows.append(
+            (
+                name,
+                str(block["runs"]),
+                _fixed(block["turns_per_run"]),
+                _fixed(block["tool_calls_per_run"]),
+                _fixed(block["confirmations_per_run"]),
+                tools or "—",
+            )
+        )
+    return _aligned(rows)
+
+
+def _fixed(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
+def _aligned(rows: list[tuple[str, ...]]) -> list[str]:
+    """Right-aligned numbers, the last column as it is."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     return [
         "  " + "  ".join(c.rjust(w) for c, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1]
         for row in rows
     ]
 
 
-def capacity_line(summary: dict[str, Any]) -> str:
+def capacity_line(summary: dict[str, Any], cost: dict[str, Any] | None = None) -> str:
+    """The capacity at the SLO and, from the cost report, the capacity per replica it costs
+    and how that was derived, in one line."""
     capacity, slo = summary["capacity_at_slo"], summary["slo"]
-    target = (
-        f"TTFT p99 ≤ {slo['ttft_p99_ms']:g} ms, ITL p99 ≤ {slo['itl_p99_ms']:g} ms, "
-        f"run p95 ≤ {slo['run_p95_ms']:g} ms"
-    )
+    target = f"run p95 ≤ {slo['run_p95_ms']:g} ms"
     if capacity is None:
         return f"capacity at the SLO: none — no step met it ({target})"
-    tokens = capacity["input_tokens_per_s"] + capacity["output_tokens_per_s"]
-    # The simulator models an H200 (max_num_seqs 256): on a small machine the load generator
-    # and the stack's CPU run out long before its knee, so the last step often still passes.
-    last = capacity["step"] == summary["steps"][-1]["step"]
-    lower = (
-        "\n  (the highest step tested, so a lower bound: `make load` with more steps finds the "
-        "knee)"
-        if last
-        else ""
-    )
-    return (
-        f"capacity at the SLO: {capacity['users']} users — {capacity['runs_per_s']:.2f} runs/s + "
-        f"{capacity['model_requests_per_s']:.2f} model requests/s, {tokens:,.0f} tokens/s "
-        f"({target}){lower}"
-    )
+    line = f"capacity at the SLO ({target}): {capacity['users']} users"
+    if cost is not None:
+        workload = cost["workload"]
+        line += (
+            f" — {workload['capacity_per_s']:.2f} {cost['unit']}s/s per replica, "
+            f"{workload['sources']['capacity_per_s']}"
+        )
+    if capacity["step"] == summary["steps"][-1]["step"]:
+        # the simulator models an H200: on a small machine the last step often still passes
+        line += " (the highest step tested, so a lower bound)"
+    return line
 
 
 def cost_headline(cost_md: str) -> list[str]:
@@ -110,22 +132,16 @@ def cost_headline(cost_md: str) -> list[str]:
     return [line for line in lines[:end] if line.strip()]
 
 
-def run_sweep(loop_url: str, model_url: str) -> None:
-    """Run the sweep and the cost calculator, printing what they found; SweepError if either
-    fails or no step met the SLO."""
+def run_sweep() -> None:
+    """Run the sweep and the cost calculator as `make load` and `make cost` do, printing what
+    they found; SweepError if either fails or no step met the SLO."""
     print(
-        f"\nLoad sweep: agent + model users in {STEPS} steps of {STEP_SECONDS} s on the local "
-        "stack (`make demo DEMO_LOAD=0` skips it) …",
+        "\nLoad sweep: `make load` on this stack (python -m loadtest, its default sweep of agent "
+        "users; `make demo DEMO_LOAD=0` skips it) …",
         flush=True,
     )
     started = time.monotonic()
-    output = _run(
-        [
-            *("loadtest", "--loop-url", loop_url, "--model-url", f"{model_url}/v1"),
-            *("--user-classes", "agent,model", "--shape", "steps", *STEP_ARGS),
-        ],
-        "the load sweep (python -m loadtest)",
-    )
+    output = _run(["loadtest"], "the load sweep (python -m loadtest)")
     found = re.search(r"^summary: (.+)$", output, re.MULTILINE)
     if found is None:
         raise SweepError("the load sweep wrote no summary:\n" + output[-2000:])
@@ -134,19 +150,25 @@ def run_sweep(loop_url: str, model_url: str) -> None:
     print(f"  took {time.monotonic() - started:.0f} s; results in {summary_path.parent}/")
     for line in step_table(summary):
         print(line)
-    print(capacity_line(summary))
     if summary["capacity_at_slo"] is None:
+        print(capacity_line(summary))
         raise SweepError("no step of the sweep met the SLO, so there is no capacity to cost")
+    print("  in the capacity step, per scenario (each on a leave of the user's own):")
+    for line in scenario_table(summary):
+        print(line)
     _run(
-        ["loadtest.cost", str(summary_path), "--settings", COST_SETTINGS, *COST_ARGS],
+        ["loadtest.cost", str(summary_path), "--settings", COST_SETTINGS],
         "the cost calculator (python -m loadtest.cost)",
     )
     folder = summary_path.parent
+    cost = json.loads((REPO_ROOT / folder / "cost.json").read_text())
+    print(capacity_line(summary, cost))
     print()
     for line in cost_headline((REPO_ROOT / folder / "cost.md").read_text()):
         print(line)
     print(
         f"\nFull cost report: {folder / 'cost.md'}\n"
         f"  chart  {folder / 'cost.png'}\n"
-        f"  report {folder / 'cost.html'}  (chart and every table)"
+        f"  report {folder / 'cost.html'}  (chart and every table)\n"
+        f"The same from the shell: make load && make cost"
     )

@@ -23,13 +23,30 @@ from ..settings import LoadSettings
 from . import chart, report
 from .calculate import Figures, Inputs, calculate
 from .inputs import newest_summary, prompt_tokens, workload
-from .settings import FIELDS, CalculatorSettings, Loaded, SettingError, flag_name, load
+from .presets import API_PRESETS, GPU_PRESETS, TRAFFIC_PROFILES
+from .settings import (
+    CAPACITY_BASES,
+    FIELDS,
+    CalculatorSettings,
+    Loaded,
+    SettingError,
+    flag_name,
+    load,
+)
 
 OUTPUTS = ("cost.json", "cost.md", "cost.png", "cost.html")
 # The inherited price settings carry no description of their own.
 HELP = {
     "api_input_usd_per_million": "API price per 1M input tokens.",
     "api_output_usd_per_million": "API price per 1M output tokens.",
+}
+
+
+CHOICES = {
+    "gpu_preset": tuple(GPU_PRESETS),
+    "api_preset": tuple(API_PRESETS),
+    "traffic_profile": tuple(TRAFFIC_PROFILES),
+    "capacity_basis": CAPACITY_BASES,
 }
 
 
@@ -50,11 +67,23 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, metavar="DIR", help="folder for the results")
     group = p.add_argument_group("settings (each also a COST_<NAME> variable)")
     for name, field in CalculatorSettings.model_fields.items():
+        known = CHOICES.get(name)
+        text = field.description or HELP.get(name, "")
+        if known:
+            text += f" Choices: {', '.join(known)}."
+        default = (
+            "none"
+            if field.default is None
+            else f"{field.default:g}"
+            if isinstance(field.default, float)
+            else str(field.default)
+        )
         group.add_argument(
             flag_name(name),
             dest=f"set_{name}",
             metavar="VALUE",
-            help=field.description or HELP.get(name),
+            # argparse reads % as a format: the descriptions hold none, the defaults may
+            help=f"{text} Default: {default or '(empty)'}.".replace("%", "%%"),
         )
     return p
 
@@ -111,10 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     inputs = Inputs(loaded.settings, workload(summary, loaded), prompt_tokens(loaded))
     figures = calculate(inputs)
     said = notes(inputs, figures)
-    heading = report.title(inputs)
-    tables = report.tables(inputs, figures)
-    tables.append(report.assumptions(inputs, figures, loaded.sources))
-    text = report.markdown(heading, tables, said)
+    built = report.build(inputs, figures, loaded.sources, said)
+    text = report.markdown(built)
 
     out = args.out or (
         summary.parent if summary else Path("var") / f"cost-{dt.datetime.now():%Y%m%d-%H%M%S}"
@@ -123,12 +150,12 @@ def main(argv: list[str] | None = None) -> int:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise SettingError(f"--out: cannot create {out}: {error.strerror}") from None
-    document = report.as_json(inputs, figures, loaded.sources, said)
+    document = report.as_json(inputs, figures, loaded.sources, built)
     (out / "cost.json").write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
     (out / "cost.md").write_text(text)
-    figure = chart.draw(figures, heading, inputs.workload.unit, inputs.settings.requests_per_day)
+    figure = chart.draw(figures, built, inputs.workload.unit, inputs.settings.requests_per_day)
     chart.write_png(figure, out / "cost.png")
-    (out / "cost.html").write_text(report.page(heading, tables, said, chart.svg(figure)))
+    (out / "cost.html").write_text(report.page(built, chart.svg(figure)))
     print(text)
     print(f"wrote {', '.join(str(out / name) for name in OUTPUTS)}")
     return 0

@@ -236,6 +236,19 @@ def sensitivity(inputs: Inputs) -> list[Swing]:
     return sorted(swings, key=width, reverse=True)
 
 
+def staircase_rows(option: SelfHost, volume: float, found: BreakEven | None) -> list[int]:
+    """The replica counts worth a row: the first few, and those around the break-even, where
+    self-hosting stops ever being dearer and the volume asked for. A handful whatever the
+    volume: a billion requests a day need thousands of replicas, not thousands of rows."""
+    wanted = {1, 2, 3}
+    around = [option.replicas(volume)]
+    if found is not None:
+        around += [found.replicas, option.replicas(found.cheaper_from_requests_per_day)]
+    for n in around:
+        wanted |= {n - 1, n, n + 1}
+    return sorted(n for n in wanted if n >= 1)
+
+
 def calculate(inputs: Inputs) -> Figures:
     s, w = inputs.settings, inputs.workload
     api_in, api_out = api_tokens(inputs)
@@ -244,12 +257,6 @@ def calculate(inputs: Inputs) -> Figures:
     replica_hourly = with_hidden.replica_usd_per_hour
     found = break_even(with_hidden, api_request)
     volume = s.requests_per_day or with_hidden.requests_per_replica_day
-    # the staircase: each replica count at its fullest, up to past the volumes that matter
-    top = max(
-        3,
-        with_hidden.replicas(volume) + 1,
-        (found.replicas + 1) if found else 0,
-    )
     per_replica = with_hidden.requests_per_replica_day
     return Figures(
         api_input_tokens=api_in,
@@ -273,6 +280,9 @@ def calculate(inputs: Inputs) -> Figures:
         break_even_without_hidden=break_even(without_hidden, api_request),
         operating_point=point(inputs, with_hidden, volume),
         operating_point_is_setting=s.requests_per_day is not None,
-        staircase=[point(inputs, with_hidden, n * per_replica) for n in range(1, top + 1)],
+        staircase=[
+            point(inputs, with_hidden, n * per_replica)
+            for n in staircase_rows(with_hidden, volume, found)
+        ],
         sensitivity=sensitivity(inputs),
     )

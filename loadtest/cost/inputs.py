@@ -12,7 +12,14 @@ from typing import Any
 from common import tokens
 
 from ..results import SUMMARY_FILE
-from .settings import CalculatorSettings, Loaded, SettingError
+from .settings import (
+    MAX_CAPACITY_PER_S,
+    MAX_TOKENS_PER_REQUEST,
+    MIN_CAPACITY_PER_S,
+    CalculatorSettings,
+    Loaded,
+    SettingError,
+)
 
 # What results._capacity writes; a summary without them cannot be costed.
 CAPACITY_FIELDS = (
@@ -39,6 +46,7 @@ class Workload:
     sources: dict[str, str] = field(default_factory=dict)  # figure → where it came from
     warnings: tuple[str, ...] = ()
     summary: dict[str, Any] | None = None  # what the summary said, for the report
+    given: frozenset[str] = frozenset()  # the figures a setting gave instead of the summary
 
 
 @dataclass(frozen=True)
@@ -123,7 +131,9 @@ def workload(summary_path: Path | None, loaded: Loaded) -> Workload:
         unit, facts = "request", None
         origin = {"model_calls": "one model call per request (default)"}
     else:
-        measured, unit, notes, facts = _from_summary(read_summary(summary_path), summary_path, s)
+        measured, unit, notes, facts = _from_summary(
+            read_summary(summary_path), summary_path, s, sources["capacity_basis"].setting
+        )
         origin = {name: f"summary.json, {facts['basis'][name]}" for name in measured}
     values: dict[str, float] = {}
     where: dict[str, str] = {}
@@ -144,6 +154,16 @@ def workload(summary_path: Path | None, loaded: Loaded) -> Workload:
             f"SUMMARY: {summary_path}: the capacity step served no requests "
             "(set capacity_requests_per_s)"
         )
+    for name, low, high in (
+        ("capacity_per_s", MIN_CAPACITY_PER_S, MAX_CAPACITY_PER_S),
+        ("input_tokens", 0, MAX_TOKENS_PER_REQUEST),
+        ("output_tokens", 0, MAX_TOKENS_PER_REQUEST),
+    ):
+        if not low <= values[name] <= high:
+            raise SettingError(
+                f"SUMMARY: {summary_path}: {name.replace('_', ' ')} {values[name]:.3g} is "
+                f"outside the sane range {low:g} to {high:g} (set {setting_of[name]})"
+            )
     return Workload(
         unit=unit,
         capacity_per_s=values["capacity_per_s"],
@@ -154,12 +174,15 @@ def workload(summary_path: Path | None, loaded: Loaded) -> Workload:
         # a caveat about a figure the settings replaced no longer applies
         warnings=tuple(note for name, note in notes if explicit[name] is None),
         summary=facts,
+        given=frozenset(name for name, value in explicit.items() if value is not None),
     )
 
 
 def _from_summary(
-    summary: dict[str, Any], path: Path, s: CalculatorSettings
+    summary: dict[str, Any], path: Path, s: CalculatorSettings, setting: str
 ) -> tuple[dict[str, float], str, list[tuple[str, str]], dict[str, Any]]:
+    """The request's figures from the capacity step; `setting` names capacity_basis as the
+    user gave it (a flag, a variable, a file key), for a basis this summary cannot support."""
     capacity = summary["capacity_at_slo"]
     runs = _number(capacity, "runs_per_s", path)
     requests = _number(capacity, "model_requests_per_s", path)
@@ -169,8 +192,14 @@ def _from_summary(
     tokens_out = _number(capacity, "output_tokens_per_s", path)
     steps = summary.get("steps") or []
     step = next((x for x in steps if x.get("step") == capacity["step"]), None)
+    where = f"step {capacity['step']} ({capacity['users']} users)"
     notes: list[tuple[str, str]] = []  # (figure, a caveat about its value)
     basis: dict[str, str] = {}
+    others = [
+        f"{n:.3g} {what}/s"
+        for n, what in ((requests, "raw model requests"), (facade, "facade runs"))
+        if n > 0
+    ]
     if runs > 0:
         # A request is one agent run: the unit a user of the copilot asks for and pays for.
         unit = "agent run"
@@ -183,29 +212,44 @@ def _from_summary(
             calls = 1.0
             basis["model_calls"] = "assumed: the summary has no turns per run"
             notes.append(("model_calls", "the summary has no turns per run: one call assumed"))
-        if s.capacity_basis == "runs":
-            capacity_per_s = runs
-            basis["capacity_per_s"] = "runs/s of the capacity step"
-            others = [
-                f"{n:.3g} {what}/s"
-                for n, what in ((requests, "raw model requests"), (facade, "facade runs"))
-                if n > 0
-            ]
+        chosen: str = s.capacity_basis
+        if chosen == "auto":
+            # runs/s is the capacity itself only when nothing else shared the step
+            chosen = "tokens" if others else "runs"
             if others:
-                mixed = (
-                    f"the capacity step also served {' and '.join(others)} besides "
-                    f"{runs:.3g} runs/s, so runs/s understates a replica that serves only runs: "
-                    "load with agent users only (--user-classes agent) or set "
-                    "capacity_basis = tokens"
+                notes.append(
+                    (
+                        "capacity_per_s",
+                        f"{' and '.join(others)} shared the capacity step with the agent runs, "
+                        "so capacity_basis auto counts every token it served as agent-run work "
+                        "(tokens); load with agent users only for runs/s itself",
+                    )
                 )
-                notes.append(("capacity_per_s", mixed))
-        elif s.capacity_basis == "tokens":
+        if chosen == "runs":
+            if others:
+                raise SettingError(
+                    f"{setting}: runs needs a capacity step of agent runs only, but {where} of "
+                    f"{path} also served {' and '.join(others)} besides {runs:.3g} runs/s, so "
+                    "its runs/s understates a replica: use auto or tokens, or load with agent "
+                    "users only (--user-classes agent)"
+                )
+            capacity_per_s = runs
+            basis["capacity_per_s"] = f"runs/s of {where}, agent users only"
+        elif chosen == "tokens":
             per_run = per_run_in + per_run_out
             capacity_per_s = (tokens_in + tokens_out) / per_run if per_run else 0.0
-            basis["capacity_per_s"] = "all tokens/s of the capacity step ÷ tokens per run"
+            shared = f", shared with {' and '.join(others)}" if others else ""
+            basis["capacity_per_s"] = (
+                f"all {tokens_in + tokens_out:,.0f} tokens/s of {where}{shared} ÷ "
+                f"{per_run:,.0f} tokens per run ({runs:.3g} runs/s were agent runs)"
+            )
         else:
             capacity_per_s = tokens_out / per_run_out if per_run_out else 0.0
-            basis["capacity_per_s"] = "output tokens/s of the capacity step ÷ output per run"
+            shared = f", shared with {' and '.join(others)}" if others else ""
+            basis["capacity_per_s"] = (
+                f"{tokens_out:,.0f} output tokens/s of {where}{shared} ÷ {per_run_out:,.0f} "
+                f"output tokens per run ({runs:.3g} runs/s were agent runs)"
+            )
         measured = {
             "capacity_per_s": capacity_per_s,
             "input_tokens": per_run_in,
@@ -214,6 +258,12 @@ def _from_summary(
         }
         basis |= {"input_tokens": "prompt tokens per run", "output_tokens": "output tokens per run"}
     elif requests > 0:
+        if s.capacity_basis == "runs":
+            raise SettingError(
+                f"{setting}: runs needs agent runs, and {where} of {path} served none (model "
+                "users only): use auto, which costs per model request"
+            )
+        chosen = "requests"
         unit = "model request"
         measured = {
             "capacity_per_s": requests,
@@ -222,17 +272,20 @@ def _from_summary(
             "model_calls": 1.0,
         }
         basis = {
-            "capacity_per_s": "model requests/s of the capacity step",
+            "capacity_per_s": f"model requests/s of {where}, model users only",
             "input_tokens": "input tokens/s ÷ requests/s",
             "output_tokens": "output tokens/s ÷ requests/s",
             "model_calls": "one call per model request",
         }
+        if facade > 0:
+            basis["capacity_per_s"] = f"model requests/s of {where}, shared with facade runs"
     else:
         raise SettingError(
             f"SUMMARY: {path}: capacity_at_slo has no runs or model requests per second"
         )
     last = max((x.get("step", -1) for x in steps), default=capacity["step"])
-    if capacity["step"] == last:
+    lower_bound = capacity["step"] == last
+    if lower_bound:
         notes.append(
             (
                 "capacity_per_s",
@@ -246,6 +299,9 @@ def _from_summary(
         "users": capacity["users"],
         "slo": summary.get("slo"),
         "basis": basis,
+        "capacity_basis": chosen,
+        "lower_bound": lower_bound,
+        "backend": summary.get("backend"),
     }
     return measured, unit, notes, facts
 

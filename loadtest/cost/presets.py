@@ -53,8 +53,9 @@ class TrafficProfile:
 
 
 # The defaults are the stack's own price defaults (common.cost.CostSettings), so the report and
-# the Cost dashboard start from the same numbers; a test holds them equal.
-DEFAULT_GPU_PRESET = "h200-runpod-spot"
+# the Cost dashboard start from the same numbers; a test holds them equal. On-demand, not spot:
+# the service runs around the clock, and spot capacity can be reclaimed at any moment.
+DEFAULT_GPU_PRESET = "h200-runpod-on-demand"
 DEFAULT_API_PRESET = "gpt-5-mini"
 DEFAULT_TRAFFIC_PROFILE = "office_hours"
 

@@ -4,6 +4,7 @@ built once and rendered three ways, so the three never disagree."""
 from __future__ import annotations
 
 import html
+import math
 import unicodedata
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -21,12 +22,28 @@ class Table:
 
 
 def usd(value: float) -> str:
-    """Dollars with the digits that matter: $86.16, $1,234, $0.00163."""
+    """Dollars as money, with the digits that matter: $86.16, $1,234, $0.00163, $0.0000646,
+    $4.2 trillion; never an exponent."""
+    if value < 0:
+        return "−" + usd(-value)
+    if value >= 1e12:
+        return f"${value / 1e12:,.1f} trillion"
     if value >= 1000:
         return f"${value:,.0f}"
     if value >= 1:
         return f"${value:,.2f}"
-    return f"${value:.3g}"
+    if value == 0:
+        return "$0"
+    # three significant digits, in as many decimals as that takes
+    decimals = max(2, 2 - math.floor(math.log10(value)))
+    text = f"{value:.{decimals}f}".rstrip("0")
+    whole, _, fraction = text.partition(".")
+    return f"${whole}.{fraction.ljust(2, '0')}"
+
+
+def _dollars(value: float) -> str:
+    """A difference for one line of prose: whole dollars from $10 on."""
+    return f"${value:,.0f}" if 10 <= value < 1e12 else usd(value)
 
 
 def count(value: float) -> str:
@@ -37,12 +54,127 @@ def share(value: float) -> str:
     return f"{value:.0%}"
 
 
-def title(inputs: Inputs) -> str:
+@dataclass(frozen=True)
+class Report:
+    """What every format shows first: the title, the banner (when the capacity is not a GPU
+    measurement) and the verdict, then the tables and notes."""
+
+    title: str
+    banner: str | None
+    verdict: str
+    tables: list[Table]
+    notes: list[str]
+
+
+def _given(sources: dict[str, Source], *fields: str) -> bool:
+    return any(sources[f].kind in ("file", "env", "flag") for f in fields)
+
+
+def api_label(inputs: Inputs, sources: dict[str, Source]) -> str:
+    """The API as priced: its model's name only while the prices are that preset's (or the
+    name was set too), else the prices alone."""
     s = inputs.settings
+    if s.api_blended_usd_per_million is not None:
+        prices = f"{usd(s.api_blended_usd_per_million)} per 1M tokens"
+        custom = True
+    else:
+        prices = (
+            f"{usd(s.api_input_usd_per_million)} in / {usd(s.api_output_usd_per_million)} out "
+            "per 1M tokens"
+        )
+        custom = _given(sources, "api_input_usd_per_million", "api_output_usd_per_million")
+    if custom and not _given(sources, "api_model", "api_preset"):
+        return f"an API at {prices}"
+    return f"{s.api_model} at {prices}"
+
+
+def gpu_label(inputs: Inputs) -> str:
+    s = inputs.settings
+    return f"{s.gpu_count} × {s.gpu_name} at {usd(s.gpu_hourly_usd)}/h"
+
+
+def measured_on(inputs: Inputs) -> str:
+    """Where the capacity came from, as the summary recorded what served the load."""
+    w = inputs.workload
+    if w.summary is None or "capacity_requests_per_s" in w.given:
+        return "capacity given as a setting"
+    backend = w.summary.get("backend")
+    if not isinstance(backend, dict):
+        return "backend not recorded"
+    if backend.get("simulated"):
+        return "capacity from the simulator, not measured"
+    if backend.get("kind") == "vllm":
+        gpu = backend.get("gpu") or {}
+        on = f", {gpu['count']} × {gpu['name']}" if gpu.get("name") else ""
+        return f"measured on vLLM {backend.get('version') or '?'}{on}"
+    return "backend not identified"
+
+
+def title(inputs: Inputs, sources: dict[str, Source]) -> str:
     return (
-        f"Self-hosted fine-tune on {s.gpu_count} × {s.gpu_name} vs {s.api_model} "
-        f"(per {inputs.workload.unit})"
+        f"Self-hosted on {gpu_label(inputs)} ({measured_on(inputs)}) vs "
+        f"{api_label(inputs, sources)}, per {inputs.workload.unit}"
     )
+
+
+def banner(inputs: Inputs) -> str | None:
+    """A warning at the top of every format when the capacity is not a GPU measurement."""
+    w = inputs.workload
+    if w.summary is None or "capacity_requests_per_s" in w.given:
+        return None
+    backend = w.summary.get("backend")
+    if not isinstance(backend, dict):
+        return (
+            "BACKEND NOT RECORDED — this summary does not say what served the load (an older "
+            "python -m loadtest wrote it), so its capacity may not be a GPU measurement"
+        )
+    if backend.get("simulated"):
+        return (
+            "SIMULATED BACKEND — not a GPU measurement: the model simulator served this load, "
+            "so the capacity mostly measures this machine's CPU and the load generator; measure "
+            "on the GPU host before deciding"
+        )
+    if backend.get("kind") != "vllm":
+        why = "; ".join(backend.get("notes") or []) or "no vLLM answered"
+        return f"BACKEND NOT IDENTIFIED — {why}: the capacity is not shown to be a GPU measurement"
+    return None
+
+
+def verdict(inputs: Inputs, figures: Figures) -> str:
+    """The answer in one line: which option is cheaper at the volume, and from where
+    self-hosting wins."""
+    unit, f = inputs.workload.unit, figures
+    at = f.operating_point
+    where = f"At {count(at.requests_per_day)} {unit}s/day"
+    if not f.operating_point_is_setting:
+        where += " (one replica at its fullest; set requests_per_day for your volume)"
+    difference = at.api_usd_per_day - at.self_host_usd_per_day
+    if abs(difference) < 0.005:
+        cheaper = "both cost the same"
+    elif difference < 0:
+        cheaper = f"the API is {_dollars(-difference)}/day cheaper"
+    else:
+        cheaper = f"self-hosting is {_dollars(difference)}/day cheaper"
+    found = f.break_even_with_hidden
+    if found is None:
+        wins = "self-hosting never wins: one replica full at every peak costs more than the API"
+    else:
+        wins = f"self-hosting wins from {count(found.requests_per_day)}/day"
+        if found.cheaper_from_requests_per_day > found.requests_per_day * (1 + 1e-9):
+            wins += f" and at every volume from {count(found.cheaper_from_requests_per_day)}/day"
+    hidden = sum(f.hidden_usd_per_day.values())
+    counted = (
+        f"hidden costs of {_dollars(hidden)}/day included"
+        if hidden
+        else "no hidden costs counted: ops, retraining and storage are $0"
+    )
+    return f"{where} {cheaper}; {wins} ({counted})."
+
+
+def build(inputs: Inputs, figures: Figures, sources: dict[str, Source], notes: list[str]) -> Report:
+    parts = tables(inputs, figures)
+    parts.append(assumptions(inputs, figures, sources))
+    return Report(title(inputs, sources), banner(inputs), verdict(inputs, figures), parts, notes)
 
 
 def _break_even_row(name: str, found: BreakEven | None, gpus_per_replica: int) -> list[str]:
@@ -51,7 +183,7 @@ def _break_even_row(name: str, found: BreakEven | None, gpus_per_replica: int) -
     return [
         name,
         count(found.requests_per_day),
-        str(found.replicas * gpus_per_replica),
+        f"{found.replicas * gpus_per_replica:,}",
         usd(found.usd_per_day),
         count(found.cheaper_from_requests_per_day),
     ]
@@ -62,7 +194,7 @@ def tables(inputs: Inputs, figures: Figures) -> list[Table]:
     at = f.operating_point
     volume = f"at {count(at.requests_per_day)} {w.unit}s/day"
     extra = (
-        f" (+{count(p.extra_per_call)} × {w.model_calls:g} calls: longer prompt)"
+        f" (+{count(p.extra_per_call)} × {w.model_calls:.3g} calls: longer prompt)"
         if p.extra_per_call
         else ""
     )
@@ -94,7 +226,7 @@ def tables(inputs: Inputs, figures: Figures) -> list[Table]:
             ],
             [
                 f"$ per day {volume}",
-                f"{usd(at.self_host_usd_per_day)} ({at.gpus} GPU, "
+                f"{usd(at.self_host_usd_per_day)} ({at.gpus:,} GPU, "
                 f"{share(at.utilisation)} utilised)",
                 usd(at.api_usd_per_day),
             ],
@@ -113,7 +245,7 @@ def tables(inputs: Inputs, figures: Figures) -> list[Table]:
             _break_even_row(
                 f"with hidden costs: {s.traffic_profile} traffic (peak "
                 f"{f.with_hidden.traffic.peak_to_mean():.2f}× the mean), fixed "
-                f"{usd(hidden_total)}/day",
+                + (f"{usd(hidden_total)}/day" if hidden_total else "costs none set ($0)"),
                 f.break_even_with_hidden,
                 s.gpu_count,
             ),
@@ -123,10 +255,17 @@ def tables(inputs: Inputs, figures: Figures) -> list[Table]:
     if f.operating_point_is_setting:
         marked.append((at, "  ← requests_per_day"))
     marked.sort(key=lambda pair: pair[0].requests_per_day)
+    rows: list[list[str]] = []
+    for i, (x, mark) in enumerate(marked):
+        previous = [p for p, m in marked[:i] if not m]
+        if not mark and previous and x.replicas > previous[-1].replicas + 1:
+            rows.append(["…", "", "", "", "", ""])  # replica counts that decide nothing
+        rows.append(_stair_row(x, mark))
     staircase = Table(
-        "Daily cost in whole GPUs (with hidden costs; each row: the most that many GPUs serve)",
+        "Daily cost in whole GPUs (with hidden costs; each row: the most that many GPUs serve, "
+        "around the volumes that matter)",
         [f"{w.unit}s/day", "GPUs", "utilisation", "self-host $/day", "API $/day", "cheaper"],
-        [_stair_row(x, mark) for x, mark in marked],
+        rows,
     )
     step = share(s.sensitivity_step)
     sensitivity = Table(
@@ -150,7 +289,7 @@ def _stair_row(x: Point, mark: str) -> list[str]:
     cheaper = "self-host" if x.self_host_usd_per_day < x.api_usd_per_day else "API"
     return [
         count(x.requests_per_day) + mark,
-        str(x.gpus),
+        f"{x.gpus:,}",
         share(x.utilisation),
         usd(x.self_host_usd_per_day),
         usd(x.api_usd_per_day),
@@ -205,6 +344,7 @@ def assumptions(inputs: Inputs, figures: Figures, sources: dict[str, Source]) ->
                 w.summary["path"],
             ]
         )
+        rows.append(["what served the load", *_backend_cells(w.summary.get("backend"))])
     rows += [
         [
             "capacity per replica at the SLO",
@@ -278,14 +418,37 @@ def assumptions(inputs: Inputs, figures: Figures, sources: dict[str, Source]) ->
     return Table("Assumptions", ["assumption", "value", "source"], rows)
 
 
+def _backend_cells(backend: Any) -> list[str]:
+    """(what served the load, how that is known), from the summary's `backend` block."""
+    if not isinstance(backend, dict):
+        return ["not recorded", "the summary has no backend block"]
+    kind = {"simulator": "the model simulator", "vllm": "vLLM"}.get(
+        str(backend.get("kind")), "unknown"
+    )
+    parts = [f"{kind} {backend.get('version') or ''}".strip()]
+    if backend.get("models"):
+        parts.append("serving " + ", ".join(backend["models"]))
+    gpu = backend.get("gpu") or {}
+    if gpu.get("name"):
+        made_up = " (simulated)" if gpu.get("simulated") else ""
+        parts.append(f"{gpu['count']} × {gpu['name']}{made_up}")
+    else:
+        parts.append("no GPU reported")
+    return [", ".join(parts), "; ".join(backend.get("sources") or []) or "—"]
+
+
 def _width(text: str) -> int:
     return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
 
 
-def markdown(heading: str, parts: list[Table], notes: list[str]) -> str:
+def markdown(report: Report) -> str:
     """Pipe tables padded to line up in a terminal; the same text is valid Markdown."""
-    lines = [f"# {heading}", ""]
-    for table in parts:
+    lines = [f"# {report.title}", ""]
+    if report.banner:
+        lines += [f"> **{report.banner}**", ""]
+    lines += [f"**{report.verdict}**", ""]
+    notes = report.notes
+    for table in report.tables:
         widths = [
             max(_width(row[i]) for row in [table.header, *table.rows])
             for i in range(len(table.header))
@@ -304,10 +467,16 @@ def markdown(heading: str, parts: list[Table], notes: list[str]) -> str:
     return "\n".join(lines)
 
 
-def page(heading: str, parts: list[Table], notes: list[str], svg: str) -> str:
-    """One self-contained HTML file: the chart inline, then the same tables."""
-    body = [f"<h1>{html.escape(heading)}</h1>", f'<figure class="chart">{svg}</figure>']
-    for table in parts:
+def page(report: Report, svg: str) -> str:
+    """One self-contained HTML file: the banner and verdict, the chart inline, then the same
+    tables."""
+    heading, notes = report.title, report.notes
+    body = [f"<h1>{html.escape(heading)}</h1>"]
+    if report.banner:
+        body.append(f'<p class="banner" role="alert">{html.escape(report.banner)}</p>')
+    body.append(f'<p class="verdict">{html.escape(report.verdict)}</p>')
+    body.append(f'<figure class="chart">{svg}</figure>')
+    for table in report.tables:
         head = "".join(f"<th>{html.escape(c)}</th>" for c in table.header)
         rows = "".join(
             "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
@@ -332,6 +501,8 @@ STYLE = (
     "color:#222}table{border-collapse:collapse;margin:.5em 0 1.5em}th,td{border:1px solid #ccc;"
     "padding:.3em .6em;text-align:left;vertical-align:top}th{background:#f3f3f3}"
     "figure.chart{margin:0}figure.chart svg{width:100%;height:auto}"
+    ".banner{background:#fdecea;border:2px solid #c0392b;color:#922b21;font-weight:bold;"
+    "padding:.6em .8em}.verdict{font-size:1.15em;font-weight:bold}"
 )
 
 
@@ -345,17 +516,21 @@ def _self_host_json(option: SelfHost) -> dict[str, Any]:
 
 
 def as_json(
-    inputs: Inputs, figures: Figures, sources: dict[str, Source], notes: list[str]
+    inputs: Inputs, figures: Figures, sources: dict[str, Source], report: Report
 ) -> dict[str, Any]:
-    f = figures
+    f, notes = figures, report.notes
     return {
+        "title": report.title,
+        "banner": report.banner,
+        "verdict": report.verdict,
         "unit": inputs.workload.unit,
         "summary": inputs.workload.summary,
         "settings": {
             name: {"value": value, "source": sources[name].origin}
             for name, value in inputs.settings.model_dump().items()
         },
-        "workload": asdict(inputs.workload) | {"summary": None},
+        "workload": asdict(inputs.workload)
+        | {"summary": None, "given": sorted(inputs.workload.given)},
         "prompts": asdict(inputs.prompts) | {"extra_per_call": inputs.prompts.extra_per_call},
         "api": {
             "input_tokens_per_request": f.api_input_tokens,

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, ValidationError
+from pydantic_settings import SettingsConfigDict
 
-from common.cost import CostSettings
+from common.cost import MAX_API_USD_PER_MILLION, CostSettings
 from common.entrypoint import StartupError
 
 from .presets import (
@@ -36,25 +37,42 @@ class SettingError(StartupError):
     """A setting, the summary or a prompt file cannot be used; the message names which."""
 
 
+# The sane range of each setting: what no real deployment is outside of. A value past it is a
+# typo (1e300, a stray exponent) and is refused with one line, so that every accepted input
+# gives a report in about a second.
+MAX_REQUESTS_PER_DAY = 1e12  # a trillion agent runs a day: far past any one company
+MAX_CAPACITY_PER_S = 1e6
+MIN_CAPACITY_PER_S = 1e-3  # one request in 17 minutes
+MAX_TOKENS_PER_REQUEST = 1e8
+MAX_USD = 1e9  # a month's ops, one retraining, a month's storage
+MAX_GPUS_PER_REPLICA = 1024
+CAPACITY_BASES = ("auto", "runs", "tokens", "output_tokens")
+
+
 class CalculatorSettings(CostSettings):
     """COST_* settings. The three inherited ones (GPU $/h, API input and output $/1M) are the
     stack's own price settings, which the loop exports to Prometheus; the rest only the
-    calculator reads."""
+    calculator reads. Every number must be finite and inside its sane range."""
+
+    model_config = SettingsConfigDict(env_prefix="COST_", extra="ignore", allow_inf_nan=False)
 
     gpu_preset: str = Field(DEFAULT_GPU_PRESET, description="GPU price preset (fills the unset).")
     gpu_name: str = Field(GPU_PRESETS[DEFAULT_GPU_PRESET].gpu_name, description="GPU model.")
     gpu_count: int = Field(
-        1, ge=1, description="GPUs behind the measured capacity: one replica (TP × DP)."
+        1,
+        ge=1,
+        le=MAX_GPUS_PER_REPLICA,
+        description="GPUs behind the measured capacity: one replica (TP × DP).",
     )
     billing_hours_per_day: float = Field(
         24.0, gt=0, le=24, description="Hours a day each GPU is paid for."
     )
     traffic_profile: str = Field(
-        DEFAULT_TRAFFIC_PROFILE, description="flat or office_hours (fills the unset busy_*)."
+        DEFAULT_TRAFFIC_PROFILE, description="How a day's requests spread (fills the unset busy_*)."
     )
     busy_hours_per_day: float = Field(
         TRAFFIC_PROFILES[DEFAULT_TRAFFIC_PROFILE].busy_hours_per_day,
-        gt=0,
+        ge=0.5,
         le=24,
         description="Hours a day that carry busy_share of the requests.",
     )
@@ -67,36 +85,63 @@ class CalculatorSettings(CostSettings):
     peak_factor: float = Field(
         TRAFFIC_PROFILES[DEFAULT_TRAFFIC_PROFILE].peak_factor,
         ge=1,
+        le=100,
         description="Busiest moment ÷ the busy hours' mean rate.",
     )
     requests_per_day: float | None = Field(
-        None, gt=0, description="Expected volume; the report's figures are shown there too."
+        None,
+        gt=0,
+        le=MAX_REQUESTS_PER_DAY,
+        description="Expected volume; the verdict and the report's figures are given there.",
     )
-    capacity_basis: Literal["runs", "tokens", "output_tokens"] = Field(
-        "runs", description="How the summary's capacity step becomes requests/s per replica."
+    capacity_basis: Literal["auto", "runs", "tokens", "output_tokens"] = Field(
+        "auto",
+        description="How the summary's capacity step becomes requests/s per replica; auto: "
+        "runs when it ran agent users only, tokens when other users shared it.",
     )
     capacity_requests_per_s: float | None = Field(
-        None, gt=0, description="Requests/s one replica serves at the SLO (overrides the summary)."
+        None,
+        ge=MIN_CAPACITY_PER_S,
+        le=MAX_CAPACITY_PER_S,
+        description="Requests/s one replica serves at the SLO (overrides the summary).",
     )
     input_tokens_per_request: float | None = Field(
-        None, ge=0, description="The fine-tune's input tokens per request (overrides the summary)."
+        None,
+        ge=0,
+        le=MAX_TOKENS_PER_REQUEST,
+        description="The fine-tune's input tokens per request (overrides the summary).",
     )
     output_tokens_per_request: float | None = Field(
-        None, ge=0, description="Output tokens per request (overrides the summary)."
+        None,
+        ge=0,
+        le=MAX_TOKENS_PER_REQUEST,
+        description="Output tokens per request (overrides the summary).",
     )
     model_calls_per_request: float | None = Field(
-        None, ge=1, description="Model calls per request, each resending the system prompt."
+        None,
+        ge=1,
+        le=1000,
+        description="Model calls per request, each resending the system prompt.",
     )
-    ops_usd_per_month: float = Field(0.0, ge=0, description="Ops labour for the self-hosted stack.")
-    retraining_usd: float = Field(0.0, ge=0, description="What one retraining of the model costs.")
-    retraining_every_days: float = Field(90.0, gt=0, description="Days between retrainings.")
+    ops_usd_per_month: float = Field(
+        0.0, ge=0, le=MAX_USD, description="Ops labour for the self-hosted stack."
+    )
+    retraining_usd: float = Field(
+        0.0, ge=0, le=MAX_USD, description="What one retraining of the model costs."
+    )
+    retraining_every_days: float = Field(
+        90.0, ge=1, le=3650, description="Days between retrainings."
+    )
     storage_egress_usd_per_month: float = Field(
-        0.0, ge=0, description="Storage, egress and other overhead of self-hosting."
+        0.0, ge=0, le=MAX_USD, description="Storage, egress and other overhead of self-hosting."
     )
     api_preset: str = Field(DEFAULT_API_PRESET, description="API price preset (fills the unset).")
     api_model: str = Field(API_PRESETS[DEFAULT_API_PRESET].api_model, description="API model.")
     api_blended_usd_per_million: float | None = Field(
-        None, ge=0, description="One API price for every token, instead of input/output."
+        None,
+        ge=0,
+        le=MAX_API_USD_PER_MILLION,
+        description="One API price for every token, instead of input/output.",
     )
     api_system_prompt_file: str = Field(
         DEFAULT_API_PROMPT,

@@ -321,7 +321,7 @@ def test_make_load_compose_runs_a_master_and_two_workers_against_the_stack(
         "SIM=1",  # the stack is make up-sim's
         "LOAD_WORKERS=2",
         f"LOAD_RESULTS={tmp_path}",
-        "LOAD_ARGS=--user-classes agent,model --users 4 --duration-seconds 15 --think-seconds 0.2",
+        "LOAD_ARGS=--user-classes agent,model --shape constant --users 4 --duration-seconds 15 --think-seconds 0.2",
         timeout=600,
     )
     timings["make load-compose"] = time.monotonic() - started

@@ -47,10 +47,11 @@ def test_master_and_workers_share_the_results_volume_and_reach_the_stack(load):
     master, worker = services["locust-master"], services["locust-worker"]
     mounts = [[(v["source"], v["target"]) for v in s["volumes"]] for s in (master, worker)]
     assert mounts[0] == mounts[1] == [("load-results", "/results")]
-    for name in ("vllm-router", "loop", "prometheus"):
+    for name in ("vllm-router", "loop", "mcp-server", "prometheus"):
         assert set(master["networks"]) & set(services[name]["networks"]), name
         assert set(worker["networks"]) & set(services[name]["networks"]), name
     assert master["depends_on"]["loop"]["condition"] == "service_healthy"
+    assert master["depends_on"]["mcp-server"]["condition"] == "service_healthy"
 
 
 def split(command: list[str]) -> tuple[list[str], list[str]]:
@@ -67,6 +68,10 @@ def test_the_master_runs_python_m_loadtest_at_the_stacks_addresses(load):
     # the model users load the replicas through the router, as the loop does
     assert given["--model-url"] == services["loop"]["environment"]["LOOP_MODEL_BASE_URL"]
     assert given["--prometheus-url"] == "http://prometheus:9090"
+    # where the users make their own leaves: a host name the MCP server accepts
+    mcp = services["mcp-server"]["environment"]
+    assert given["--mcp-url"] == f"http://mcp-server:{mcp['MCP_PORT']}/mcp"
+    assert f"mcp-server:{mcp['MCP_PORT']}" in mcp["MCP_ALLOWED_HOSTS"]
     assert given["--shape"] == "spike" and given["--users"] == "2"  # LOAD_ARGS
     assert locusts[:3] == ["--master", "--expect-workers", WORKERS]
 

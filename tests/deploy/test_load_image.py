@@ -58,6 +58,18 @@ def test_the_entry_points_start(image, args):
     assert "usage:" in done.stdout or "FacadeUser" in done.stdout, done.stdout
 
 
+def test_the_master_looks_for_the_stack_with_what_the_image_installs(image):
+    # the local stack's URLs (stack/), the probes and the backend's identity: one line when
+    # nothing answers, not an ImportError
+    python, app = image
+    nowhere = ["--loop-url", "http://127.0.0.1:9", "--mcp-url", "http://127.0.0.1:9/mcp"]
+    done = run_isolated(python, "-m", "loadtest", *nowhere, cwd=app)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert done.stderr.startswith("load: nothing answers at http://127.0.0.1:9/healthz"), (
+        done.stderr[-3000:]
+    )
+
+
 def test_the_master_prepares_a_run_from_the_installed_services(image):
     python, app = image
     script = (

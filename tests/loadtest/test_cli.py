@@ -30,6 +30,12 @@ def no_load_environment(monkeypatch):
             "recover in",
         ),
         (
+            ["--duration-seconds", "30"],
+            "configuration error: --duration-seconds / LOAD_DURATION_SECONDS: the length of the "
+            "constant and spike shapes; the steps shape (the default) lasts steps × "
+            "step_seconds: add --shape constant",
+        ),
+        (
             ["--spike-factor", "1"],
             "configuration error: --spike-factor / LOAD_SPIKE_FACTOR: Input should be greater "
             "than 1",

@@ -40,7 +40,7 @@ def no_cost_environment(monkeypatch):
 def write_summary(folder: Path) -> Path:
     """A summary.json as python -m loadtest writes it: step 0 meets the SLO, step 1 does not."""
     steps = [{"step": 0, "users": 4, "start": 0.0}, {"step": 1, "users": 8, "start": 10.0}]
-    records = [agent_record(t / 2, 1000) for t in range(20)]  # 2 runs/s, well within 5 s
+    records = [agent_record(t / 4, 1000) for t in range(40)]  # 4 runs/s, well within 5 s
     records += [agent_record(10 + t / 4, 9000) for t in range(40)]  # too slow
     summary = summarise(records, steps, Slo(ttft_p99_ms=200, itl_p99_ms=50, run_p95_ms=5000))
     folder.mkdir(parents=True, exist_ok=True)
@@ -79,12 +79,12 @@ def test_writes_the_four_results_next_to_the_summary(tmp_path, capsys):
     folder = summary.parent
     document = json.loads((folder / "cost.json").read_text())
     assert document["unit"] == "agent run"
-    assert document["workload"]["capacity_per_s"] == pytest.approx(2.0)
+    assert document["workload"]["capacity_per_s"] == pytest.approx(4.0)
     assert document["workload"]["input_tokens"] == 3000
     assert document["workload"]["model_calls"] == 2
     assert document["settings"]["gpu_hourly_usd"] == {
-        "value": 3.59,
-        "source": "preset h200-runpod-spot (RunPod list price, spot, 2026-03)",
+        "value": 6.35,
+        "source": "preset h200-runpod-on-demand (RunPod list price, on-demand, 2026-03)",
     }
     assert document["break_even"]["with_hidden_costs"]["requests_per_day"] > 0
     assert (folder / "cost.md").read_text() in out  # the terminal shows the same tables
@@ -92,7 +92,7 @@ def test_writes_the_four_results_next_to_the_summary(tmp_path, capsys):
     page = (folder / "cost.html").read_text()
     assert "<svg" in page and "<table>" in page and "Assumptions" in page
     # every assumption is printed next to the result
-    for needle in ("H200", "$3.59/h", "GPT-5 mini", "office_hours", "summary.json", "2026-03"):
+    for needle in ("H200", "$6.35/h", "GPT-5 mini", "office_hours", "summary.json", "2026-03"):
         assert needle in out, needle
     assert "Sensitivity" in out and "Break-even" in out
 
@@ -122,8 +122,11 @@ def test_facade_runs_beside_the_agent_runs_are_a_mixed_load_too(tmp_path, capsys
     path.write_text(json.dumps(summary))
     status, out, _ = run(capsys, str(path))
     assert status == 0
-    assert re.search(r"also served 0\.95\d* facade runs/s besides 1\.9\d* runs/s", out)
+    assert re.search(r"0\.95\d* facade runs/s shared the capacity step", out)
     assert "raw model requests/s" not in out
+    # the facade's runs are agent runs too: counted by their tokens, 1.9 + 0.95 runs/s
+    document = json.loads((path.parent / "cost.json").read_text())
+    assert document["workload"]["capacity_per_s"] == pytest.approx(2.85, rel=0.01)
 
 
 def test_explicit_numbers_need_no_summary(tmp_path, capsys):
@@ -167,7 +170,7 @@ def test_no_summary_anywhere_is_a_clear_error(tmp_path, monkeypatch, capsys):
 def test_layers_preset_file_environment_flag():
     # the preset fills the price, the file names the preset, a variable and a flag win in turn
     file_only = load(EXAMPLE, {}, {})
-    assert file_only.settings.gpu_hourly_usd == GPU_PRESETS["h200-runpod-spot"].gpu_hourly_usd
+    assert file_only.settings.gpu_hourly_usd == GPU_PRESETS["h200-runpod-on-demand"].gpu_hourly_usd
     assert file_only.sources["gpu_hourly_usd"].kind == "preset"
     assert file_only.sources["ops_usd_per_month"].kind == "file"
     env = load(EXAMPLE, {"COST_GPU_HOURLY_USD": "2.5", "COST_OPS_USD_PER_MONTH": "100"}, {})
@@ -192,6 +195,20 @@ def test_the_default_presets_are_the_stacks_own_price_settings():
     assert gpu.gpu_hourly_usd == defaults["gpu_hourly_usd"].default
     assert api.api_input_usd_per_million == defaults["api_input_usd_per_million"].default
     assert api.api_output_usd_per_million == defaults["api_output_usd_per_million"].default
+
+
+def test_the_default_gpu_price_is_on_demand_everywhere_it_is_written():
+    # an always-on service is priced on demand; spot stays a preset to choose
+    assert DEFAULT_GPU_PRESET == "h200-runpod-on-demand" and "h200-runpod-spot" in GPU_PRESETS
+    defaults = {
+        f"COST_{name.upper()}": field.default for name, field in CostSettings.model_fields.items()
+    }
+    compose_text = (REPO_ROOT / "deploy" / "compose.yaml").read_text()
+    example_text = (REPO_ROOT / "deploy" / ".env.example").read_text()
+    for variable, default in defaults.items():
+        (in_compose,) = re.findall(rf"\${{{variable}:-([^}}]+)}}", compose_text)
+        (in_example,) = re.findall(rf"^{variable}=(.+)$", example_text, re.MULTILINE)
+        assert float(in_compose) == float(in_example) == default, variable
 
 
 def test_every_preset_price_names_its_source_and_date():
@@ -276,7 +293,7 @@ def test_errors_name_the_file_key_with_its_value(tmp_path):
     with pytest.raises(SettingError) as error:
         load(path, {}, {})
     assert str(error.value) == (
-        f"{path}: retraining_every_days: Input should be greater than 0 (got 0)"
+        f"{path}: retraining_every_days: Input should be greater than or equal to 1 (got 0)"
     )
 
 
@@ -295,3 +312,55 @@ def test_the_command_exits_2_with_one_line_and_no_traceback(tmp_path):
         "configuration error: --gpu-hourly-usd: Input should be greater than or equal to 0 "
         "(got '-1')"
     ]
+
+
+def _mixed_summary(tmp_path: Path, model: bool = True, agent: bool = True) -> Path:
+    records = [agent_record(t / 2, 1000) for t in range(20)] if agent else []
+    records += [_model(t / 4) for t in range(40)] if model else []
+    summary = summarise(records, [{"step": 0, "users": 6, "start": 0.0}], Slo(200, 50, 5000))
+    path = tmp_path / "run" / "summary.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(summary))
+    return path
+
+
+def test_the_capacity_basis_follows_what_the_summary_measured(tmp_path, capsys):
+    # agent users only: runs/s is the capacity itself
+    agent_only = write_summary(tmp_path / "agents")
+    status, out, _ = run(capsys, str(agent_only))
+    assert status == 0
+    document = json.loads((agent_only.parent / "cost.json").read_text())
+    assert document["summary"]["capacity_basis"] == "runs"
+    assert document["workload"]["capacity_per_s"] == pytest.approx(4.0)
+    assert "runs/s of step 0 (4 users), agent users only" in out
+    # agent and model users shared the step: every token it served, counted as agent runs
+    mixed = _mixed_summary(tmp_path)
+    status, out, _ = run(capsys, str(mixed))
+    assert status == 0
+    document = json.loads((mixed.parent / "cost.json").read_text())
+    assert document["summary"]["capacity_basis"] == "tokens"
+    # 1.9 runs/s × 3,100 tokens + 3.8 model requests/s × 1,502 tokens, ÷ 3,100 per run
+    expected = (20 * 3100 + 40 * 1502) / 10.5 / 3100
+    assert document["workload"]["capacity_per_s"] == pytest.approx(expected, rel=0.01)
+    capacity_row = next(line for line in out.splitlines() if "capacity per replica at" in line)
+    assert "tokens/s of step 0 (6 users), shared with 3.81 raw model requests/s" in capacity_row
+    # model users only: the unit is a model request
+    model_only = _mixed_summary(tmp_path / "m", agent=False)
+    status, out, _ = run(capsys, str(model_only))
+    assert status == 0 and "per model request" in out.splitlines()[0]
+
+
+@pytest.mark.parametrize(
+    ("agent", "why"),
+    [
+        (True, "runs needs a capacity step of agent runs only, but step 0 (6 users) of"),
+        (False, "runs needs agent runs, and step 0 (6 users) of"),
+    ],
+    ids=["mixed", "model users only"],
+)
+def test_a_basis_the_summary_cannot_support_is_refused_saying_why(tmp_path, capsys, agent, why):
+    summary = _mixed_summary(tmp_path, agent=agent)
+    status, out, err = run(capsys, str(summary), "--capacity-basis", "runs")
+    assert (status, out) == (2, "")
+    assert err.count("\n") == 1 and err.startswith(f"configuration error: --capacity-basis: {why}")
+    assert not (summary.parent / "cost.json").exists()

@@ -32,7 +32,8 @@ def clean_env(**extra: str) -> dict[str, str]:
 def load_command(sim: str, results: Path, *locust_args: str) -> list[str]:
     return [
         *(sys.executable, "-m", "loadtest", "--model-url", f"{sim}/v1"),
-        *("--user-classes", "model", "--users", "4", "--duration-seconds", SECONDS),
+        *("--user-classes", "model", "--shape", "constant", "--users", "4"),
+        *("--duration-seconds", SECONDS),
         *("--model-think-seconds", "0.05", "--max-tokens", "16"),
         *("--results-dir", str(results), "--", *locust_args),
     ]

@@ -44,6 +44,7 @@ def test_load_test_on_the_local_stack_feeds_the_cost_calculator(tmp_path: Path):
         load = run(
             [
                 *("loadtest", "--loop-url", loop, "--model-url", f"{sim}/v1"),
+                *("--mcp-url", f"{mcp}/mcp", "--shape", "constant"),
                 *("--user-classes", "agent,facade,model", "--users", "3"),
                 *("--duration-seconds", str(LOAD_SECONDS), "--results-dir", str(tmp_path / "r")),
                 # think time keeps three users from saturating two shared cores
@@ -81,3 +82,7 @@ def test_load_test_on_the_local_stack_feeds_the_cost_calculator(tmp_path: Path):
     report = json.loads((summary_path.parent / "cost.json").read_text())
     print(f"stack up + load test: {loaded:.1f} s, total {time.monotonic() - began:.1f} s")
     assert report["break_even"]["without_hidden_costs"]["requests_per_day"] > 0
+    # what served the load, as the simulator said it: and the report says so
+    assert summary["backend"]["kind"] == "simulator" and summary["backend"]["simulated"]
+    assert summary["backend"]["models"] == ["leave-copilot"]
+    assert report["banner"].startswith("SIMULATED BACKEND — not a GPU measurement")

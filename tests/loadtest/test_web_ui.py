@@ -33,7 +33,8 @@ def test_web_ui_shows_the_run_and_ctrl_c_writes_the_summary(tmp_path):
         load = subprocess.Popen(
             [
                 *(sys.executable, "-m", "loadtest", "--model-url", f"{sim}/v1"),
-                *("--user-classes", "model", "--users", "2", "--duration-seconds", "300"),
+                *("--user-classes", "model", "--shape", "constant", "--users", "2"),
+                *("--duration-seconds", "300"),
                 *("--model-think-seconds", "0.05", "--web-port", str(port)),
                 *("--results-dir", str(tmp_path / "results")),
             ],

@@ -133,6 +133,14 @@ def test_models_and_health(client, sim_url):
     assert httpx.get(f"{sim_url}/health").status_code == 200
 
 
+def test_it_says_it_is_a_simulator_where_vllm_says_who_it_is(client, sim_url):
+    # vLLM answers /version with {"version": …} and owns its models as "vllm"
+    version = httpx.get(f"{sim_url}/version").json()
+    assert version["version"] == "0.32.0" and version["simulator"] == "modelsim"
+    assert version["profile"] in ("gpu", "instant") and "not a measurement" in version["note"]
+    assert {m.owned_by for m in client.models.list()} == {"modelsim"}
+
+
 def test_unknown_model_is_404_in_vllms_shape(client):
     with pytest.raises(openai.NotFoundError) as error:
         client.chat.completions.create(model="nope", messages=MESSAGES)

@@ -387,7 +387,8 @@ def test_locust_against_the_real_server_agrees_with_its_own_metrics(vllm_url, tm
         done = subprocess.run(
             [
                 *(sys.executable, "-m", "loadtest", "--model-url", f"{vllm_url}/v1"),
-                *("--user-classes", "model", "--users", "2", "--duration-seconds", "40"),
+                *("--user-classes", "model", "--shape", "constant", "--users", "2"),
+                *("--duration-seconds", "40"),
                 *("--max-tokens", "24", "--results-dir", str(tmp_path / "results")),
             ],
             cwd=compose.REPO_ROOT,

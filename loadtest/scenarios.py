@@ -1,0 +1,57 @@
+"""The agent and facade users' scenarios: the seed scenarios (stack.demo.SCENARIOS), each on a
+leave of the user's own, named by its reason where the seed names 家庭旅遊 and 表妹婚禮 (a test
+holds the requests to the seed's words)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .leaves import Leave
+
+SUBMIT = "把我那張{reason}的特休送出審核"
+QUERY = "查一下我{reason}的假單"  # the seed's query, of the user's own leave
+CANCEL = "取消我{reason}那張假"
+FOLLOW_UP = "剛剛那張也送出審核"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    weight: int
+    needs: str  # "draft" (new), "approved" (new) or "kept" (the user's approved leave)
+    request: str
+    answer: str | None = None  # how a confirmation is answered
+    follow_up: str | None = None  # a second request in the same session
+
+
+# The seed scenarios, queries most often.
+AGENT_MIX = (
+    Scenario("submit", 1, "draft", SUBMIT),
+    Scenario("query", 3, "kept", QUERY),
+    Scenario("cancel-decline", 1, "kept", CANCEL, "decline"),
+    Scenario("cancel-accept", 1, "approved", CANCEL, "accept"),
+    Scenario("session-follow-up", 1, "draft", QUERY, follow_up=FOLLOW_UP),
+)
+
+
+def facade_messages(scenario: Scenario, leave: Leave) -> list[dict[str, str]]:
+    """The scenario as a chat client sends it; a follow-up carries its history, with the
+    answer that named the leave, as the facade keeps no session."""
+    first = {"role": "user", "content": scenario.request.format(reason=leave.reason)}
+    if not scenario.follow_up:
+        return [first]
+    answer = f"找到 1 張假單：{leave.leave_id}（特休，草稿，事由：{leave.reason}）。"
+    return [
+        first,
+        {"role": "assistant", "content": answer},
+        {"role": "user", "content": scenario.follow_up},
+    ]
+
+
+# The facade declines confirmations, so there is no accepted cancel.
+FACADE_MIX = (
+    Scenario("submit", 1, "draft", SUBMIT),
+    Scenario("query", 3, "kept", QUERY),
+    Scenario("cancel-decline", 1, "kept", CANCEL),
+    Scenario("history-follow-up", 1, "draft", QUERY, follow_up=FOLLOW_UP),
+)

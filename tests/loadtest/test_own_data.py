@@ -1,0 +1,107 @@
+"""The load users' write scenarios write, whatever ran before: after the demo's own scenarios
+have submitted the seeded draft and cancelled the approved leave (which left every agent run
+of the demo's sweep at 2 turns, no write, no confirmation), each virtual user works on leaves
+of its own, made through the MCP server in the state its scenario needs; summary.json shows
+it per scenario, and the users give back what they took when they stop."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from loadtest import scenarios
+from loadtest.mcp import McpClient
+from stack.demo import SCENARIOS, run_scenarios
+from tests.loop.conftest import loop_service
+from tests.support import REPO_ROOT, mcp_server, model_simulator
+
+WRITES = {
+    # scenario → (turns per run, the write tool each run calls, confirmations per run)
+    "submit": (3, "update_leave_status", 0),
+    "cancel-accept": (3, "cancel_approved_leave", 1),
+    "cancel-decline": (3, "cancel_approved_leave", 1),
+}
+
+
+def test_the_load_scenarios_are_the_seed_scenarios_on_the_users_own_leaves():
+    submit, query, decline, accept = SCENARIOS
+    assert scenarios.SUBMIT.format(reason="家庭旅遊") == submit.request
+    assert scenarios.QUERY.format(reason="") == query.request
+    assert scenarios.CANCEL.format(reason="表妹婚禮") == decline.request == accept.request
+    by_name = {s.name: s for s in scenarios.AGENT_MIX}
+    assert (by_name["cancel-decline"].answer, by_name["cancel-accept"].answer) == (
+        decline.confirm,
+        accept.confirm,
+    )
+
+
+def balance(mcp: str) -> dict[str, float]:
+    client = McpClient(f"{mcp}/mcp", "demo-token-employee")
+    try:
+        found = client.call("get_leave_balance", {})
+    finally:
+        client.close()
+    return {b["leave_type"]: b["remaining_days"] for b in found["balances"]}
+
+
+def own_leaves(mcp: str) -> list[dict]:
+    client = McpClient(f"{mcp}/mcp", "demo-token-employee")
+    try:
+        return client.call("search_leaves", {"keyword": "壓測"})["leaves"]
+    finally:
+        client.close()
+
+
+@pytest.mark.timeout(150)
+def test_after_the_demo_scenarios_every_write_scenario_still_writes(tmp_path: Path):
+    with (
+        mcp_server(tmp_path) as mcp,
+        model_simulator(tmp_path, profile="instant") as sim,
+        loop_service(tmp_path, f"{sim}/v1", f"{mcp}/mcp") as (loop, _),
+    ):
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert run_scenarios(loop)  # the seeded draft submitted, the approved leave cancelled
+        before = balance(mcp)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("LOAD_", "COST_"))}
+        done = subprocess.run(
+            [
+                *(sys.executable, "-m", "loadtest", "--loop-url", loop, "--mcp-url", f"{mcp}/mcp"),
+                *("--model-url", f"{sim}/v1", "--user-classes", "agent,facade"),
+                *("--shape", "constant", "--users", "4", "--duration-seconds", "10"),
+                *("--prometheus-url", "off", "--results-dir", str(tmp_path / "r")),
+            ],
+            cwd=REPO_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        after = balance(mcp)
+        leftovers = [v for v in own_leaves(mcp) if v["status"] not in ("rejected", "cancelled")]
+    (path,) = (tmp_path / "r").glob("*/summary.json")
+    (step,) = json.loads(path.read_text())["steps"]
+    assert step["errors"] == 0, step["error_examples"]
+    by_scenario = step["agent"]["scenarios"]
+    assert set(by_scenario) == {s.name for s in scenarios.AGENT_MIX}
+    for name, (turns, tool, confirmations) in WRITES.items():
+        block = by_scenario[name]
+        assert block["turns_per_run"] == turns, (name, block)
+        assert block["tools"][tool] == block["runs"], (name, block)
+        assert block["confirmations_per_run"] == confirmations, (name, block)
+    # the follow-up submits the draft its first run found, in the same session
+    follow_up = by_scenario["session-follow-up"]["tools"]
+    assert follow_up["update_leave_status"] >= follow_up["search_leaves"] - 1 > 0
+    assert by_scenario["query"]["tools"] == {"search_leaves": by_scenario["query"]["runs"]}
+    # the facade users ran the same scenarios on their own leaves, without an error
+    assert step["facade"]["errors"] == 0 and step["facade"]["scenarios"]["submit"]["runs"] > 0
+    # every day a user took, it gave back: its drafts rejected, its approved leaves cancelled
+    assert after == before
+    assert leftovers == []

@@ -1,0 +1,88 @@
+"""Where `python -m loadtest` sends the load: a URL given wins, else the running local stack's
+(whose ports move with LOOP_PUBLISHED_PORT, MCP_PUBLISHED_PORT, LOCAL_MODEL_PORT), else the
+default; and when nothing answers there, one line naming the URL before any load is made."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from loadtest import target
+from loadtest.__main__ import main
+from loadtest.settings import LoadSettings
+from stack.localstack import URLS_FILE, LocalStack
+from tests.support import free_port
+
+
+@pytest.fixture(autouse=True)
+def no_load_environment(monkeypatch):
+    for name in [n for n in os.environ if n.startswith("LOAD_")]:
+        monkeypatch.delenv(name)
+
+
+@pytest.fixture
+def local_stack(tmp_path):
+    """A local stack's run folder as `make dev` leaves it: the loop and the simulator running
+    (a process standing in for each), the MCP server's process gone."""
+    run_dir = tmp_path / ".run"
+    (run_dir / "pids").mkdir(parents=True)
+    stand_in = [sys.executable, "-c", "import time; time.sleep(60)"]
+    processes = [subprocess.Popen(stand_in) for _ in range(2)]
+    try:
+        for name, process in zip(("loop", "vllm"), processes, strict=True):
+            (run_dir / "pids" / f"{name}.pid").write_text(f"{process.pid}\n{' '.join(stand_in)}\n")
+        (run_dir / "pids" / "mcp-server.pid").write_text("999999999\nnot running\n")
+        urls = {
+            "loop": "http://127.0.0.1:28080",
+            "vllm": "http://127.0.0.1:28000",
+            "mcp-server": "http://127.0.0.1:28090",
+        }
+        (run_dir / URLS_FILE).write_text(json.dumps(urls))
+        yield LocalStack(run_dir)
+    finally:
+        for process in processes:
+            process.kill()
+            process.wait()
+
+
+def test_the_urls_of_the_running_local_stack_are_used_unless_one_is_given(local_stack):
+    running = local_stack.urls()
+    assert running == {"loop": "http://127.0.0.1:28080", "vllm": "http://127.0.0.1:28000"}
+    settings, targets = target.resolve(LoadSettings(), running)
+    assert settings.loop_url == "http://127.0.0.1:28080"
+    assert settings.model_url == "http://127.0.0.1:28000/v1"
+    assert settings.mcp_url == "http://127.0.0.1:8090/mcp"  # its process is gone: the default
+    origins = {t.setting: t.origin for t in targets}
+    assert origins["loop_url"] == "the running local stack (.run/urls.json)"
+    assert origins["mcp_url"] == "the default; no local stack is running"
+    given, _ = target.resolve(LoadSettings(loop_url="http://loop:8080"), running)
+    assert given.loop_url == "http://loop:8080"
+    # a stopped stack leaves nothing behind to follow
+    local_stack.stop()
+    assert local_stack.urls() == {} and not (local_stack.run_dir / URLS_FILE).exists()
+
+
+def test_nothing_answering_ends_the_run_with_one_line_naming_the_url(tmp_path, capsys):
+    loop = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    argv = ["--loop-url", loop, "--mcp-url", f"http://127.0.0.1:{free_port()}/mcp"]
+    assert main([*argv, "--results-dir", str(tmp_path)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(
+        f"load: nothing answers at {loop}/healthz (the loop, from --loop-url / LOAD_LOOP_URL): "
+    )
+    assert line.endswith(
+        "start the stack (make demo, make dev or make up) or point --loop-url at it"
+    )
+    assert list(tmp_path.iterdir()) == []  # no load was started
+
+
+def test_only_the_places_the_chosen_users_need_are_asked(tmp_path, capsys):
+    model = f"http://127.0.0.1:{free_port()}/v1"
+    argv = ["--user-classes", "model", "--model-url", model, "--loop-url", "http://nowhere:1"]
+    assert main([*argv, "--results-dir", str(tmp_path)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"load: nothing answers at {model}/models (the model server, from ")
