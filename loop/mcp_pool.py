@@ -160,11 +160,13 @@ class McpConnection:
                 self._owner.cancel()
 
     async def reverify(self) -> None:
-        """Ask the server whether it still takes the token (a ping carries it, as every
-        request does): a token revoked, expired or of someone who left is found out here."""
+        """Ask the server whether it still takes the token: a token revoked, expired or of
+        someone who left is found out here. The ask is a tool listing (ping is gone from the
+        modern protocol), which carries the token as every request does and refreshes the
+        tools it lists."""
         client = self._require()
         try:
-            await asyncio.wait_for(client.send_ping(), self._connect_timeout)
+            listed = await asyncio.wait_for(client.list_tools(), self._connect_timeout)
         except MCPError as error:
             self._broken = True
             if self._refused:
@@ -172,7 +174,8 @@ class McpConnection:
             raise McpUnavailable(f"MCP connection lost: {error.error.message}") from error
         except TimeoutError as error:
             self._broken = True
-            raise McpUnavailable("the MCP server did not answer a ping") from error
+            raise McpUnavailable("the MCP server did not answer in time") from error
+        self._tools = [tool_info(t) for t in listed.tools]
         self.verified_at = time.monotonic()
 
     async def tools(self) -> list[ToolInfo]:

@@ -106,3 +106,17 @@ def test_a_token_revoked_while_the_loop_holds_its_connection_is_refused_within_t
                    what="the loop refusing the revoked token")  # fmt: skip
         print(f"\nrevoked token refused by the loop {time.monotonic() - revoked:.1f} s later")
         assert time.monotonic() - revoked < 5
+
+
+def test_a_token_still_taken_is_let_in_again_after_the_loop_asks_the_server(tmp_path):
+    """With no trust period every request re-asks the MCP server over the open connection."""
+    with (
+        mcp_server(tmp_path) as mcp,
+        model_simulator(tmp_path, profile="instant") as sim,
+        loop_service(tmp_path, f"{sim}/v1", f"{mcp}/mcp", rejected_token_cache_seconds="0") as (
+            loop,
+            _,
+        ),
+    ):
+        statuses = [get_run(loop, EMPLOYEE).status_code for _ in range(3)]
+    assert statuses == [404, 404, 404]  # accepted each time; the run is just unknown
