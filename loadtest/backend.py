@@ -18,6 +18,10 @@ TIMEOUT_SECONDS = 5.0
 # One sample per GPU and exporter: its labels name the model (modelName) and say whether it is
 # the simulator's (simulated="true").
 GPU_QUERY = "count by (modelName, simulated) (last_over_time(DCGM_FI_DEV_GPU_UTIL[{window}]))"
+# The replicas behind the router (each scraped on its own, labelled replica) and the GPUs each
+# one serves on (its dcgm-exporter's, or the simulator's for the GPUs it stands for).
+REPLICA_QUERY = "count by (replica) (last_over_time(vllm:num_requests_running[{window}]))"
+REPLICA_GPU_QUERY = "count by (replica) (last_over_time(DCGM_FI_DEV_GPU_UTIL[{window}]))"
 
 
 def _get(url: str) -> Any:
@@ -95,3 +99,26 @@ def add_gpus(backend: dict[str, Any], rows: list[dict[str, Any]], source: str) -
     backend["sources"].append(source)
     if any(gpu["simulated"] for gpu in gpus):
         backend["simulated"] = True
+
+
+def add_replicas(
+    backend: dict[str, Any],
+    replicas: list[dict[str, Any]],
+    gpus: list[dict[str, Any]],
+    source: str,
+) -> None:
+    """How many replicas served (REPLICA_QUERY's rows) and on how many GPUs each
+    (REPLICA_GPU_QUERY's), into `backend`, in place: the cost calculator's replica is one of
+    these, not the whole set that took the load."""
+    names = sorted({row["metric"].get("replica") or "" for row in replicas} - {""})
+    if not names:
+        backend["notes"].append(f"{source}: no replica label on vLLM's series")
+        return
+    backend["replicas"] = len(names)
+    backend["replica_names"] = names
+    per_replica = {row["metric"].get("replica"): int(float(row["value"][1])) for row in gpus}
+    counts = {per_replica[name] for name in names if name in per_replica}
+    backend["gpus_per_replica"] = max(counts) if counts else None
+    if len(counts) > 1:
+        backend["notes"].append(f"replicas serve on different GPU counts: {sorted(counts)}")
+    backend["sources"].append(source)

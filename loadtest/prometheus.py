@@ -172,6 +172,17 @@ def add_figures(summary: dict[str, Any], url: str | None, unset_note: str) -> di
             backend.add_gpus(found, prometheus.query(gpus, at=end), source)
         except PrometheusError as error:
             found["notes"].append(f"{source}: the query failed: {error}")
+        span = window(end - start)
+        source = f"the replica label of vLLM's and DCGM's series via Prometheus at {url}"
+        try:
+            backend.add_replicas(
+                found,
+                prometheus.query(backend.REPLICA_QUERY.format(window=span), at=end),
+                prometheus.query(backend.REPLICA_GPU_QUERY.format(window=span), at=end),
+                source,
+            )
+        except PrometheusError as error:
+            found["notes"].append(f"{source}: the query failed: {error}")
     return summary
 
 

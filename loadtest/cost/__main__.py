@@ -22,7 +22,7 @@ from common.entrypoint import exit_on_startup_error
 from ..settings import LoadSettings
 from . import chart, report
 from .calculate import Figures, Inputs, calculate
-from .inputs import newest_summary, prompt_tokens, workload
+from .inputs import measured_gpu_count, newest_summary, prompt_tokens, workload
 from .presets import API_PRESETS, GPU_PRESETS, TRAFFIC_PROFILES
 from .settings import (
     CAPACITY_BASES,
@@ -137,7 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     flags = {name: value for name in FIELDS if (value := getattr(args, f"set_{name}")) is not None}
     loaded = load(args.settings, os.environ, flags)
     summary = summary_path(args.summary, loaded)
-    inputs = Inputs(loaded.settings, workload(summary, loaded), prompt_tokens(loaded))
+    measured = workload(summary, loaded)
+    loaded = measured_gpu_count(loaded, measured)
+    inputs = Inputs(loaded.settings, measured, prompt_tokens(loaded))
     figures = calculate(inputs)
     said = notes(inputs, figures)
     built = report.build(inputs, figures, loaded.sources, said)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from .settings import (
     CalculatorSettings,
     Loaded,
     SettingError,
+    Source,
 )
 
 # What results._capacity writes; a summary without them cannot be costed.
@@ -135,6 +136,10 @@ def workload(summary_path: Path | None, loaded: Loaded) -> Workload:
             read_summary(summary_path), summary_path, s, sources["capacity_basis"].setting
         )
         origin = {name: f"summary.json, {facts['basis'][name]}" for name in measured}
+        replicas = served_replicas(facts)
+        if replicas > 1:  # the step's load went to every replica: one of them is the unit
+            measured["capacity_per_s"] /= replicas
+            origin["capacity_per_s"] += f", ÷ {replicas} replicas that served it"
     values: dict[str, float] = {}
     where: dict[str, str] = {}
     for name, value in explicit.items():
@@ -304,6 +309,33 @@ def _from_summary(
         "backend": summary.get("backend"),
     }
     return measured, unit, notes, facts
+
+
+def served_replicas(facts: dict[str, Any] | None) -> int:
+    """How many replicas served the load test, as its summary recorded them (1 if it did not
+    say: a summary from before replicas were counted, or a Prometheus without them)."""
+    backend = (facts or {}).get("backend") or {}
+    replicas = backend.get("replicas")
+    return replicas if isinstance(replicas, int) and replicas >= 1 else 1
+
+
+def gpus_per_replica(facts: dict[str, Any] | None) -> int | None:
+    """The GPUs each replica of the load test served on (DCGM, via its summary), if known."""
+    backend = (facts or {}).get("backend") or {}
+    gpus = backend.get("gpus_per_replica")
+    return gpus if isinstance(gpus, int) and gpus >= 1 else None
+
+
+def measured_gpu_count(loaded: Loaded, work: Workload) -> Loaded:
+    """`gpu_count` as the load test measured it (GPUs per replica, from DCGM), unless a
+    setting gave it: the staircase is then in the GPUs a replica really takes."""
+    gpus = gpus_per_replica(work.summary)
+    if gpus is None or loaded.sources["gpu_count"].kind != "default":
+        return loaded
+    settings = loaded.settings.model_copy(update={"gpu_count": gpus})
+    origin = f"summary.json: {gpus} GPU(s) per replica, from DCGM's series"
+    sources = {**loaded.sources, "gpu_count": Source("summary", "gpu_count", origin)}
+    return replace(loaded, settings=settings, sources=sources)
 
 
 def prompt_tokens(loaded: Loaded) -> PromptTokens:

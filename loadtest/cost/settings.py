@@ -160,7 +160,7 @@ FIELDS = tuple(CalculatorSettings.model_fields)
 class Source:
     """Where a value came from: how to name it in an error, and how to print it."""
 
-    kind: Literal["default", "preset", "file", "env", "flag"]
+    kind: Literal["default", "preset", "file", "env", "flag", "summary"]
     setting: str  # e.g. "COST_GPU_HOURLY_USD", "--gpu-hourly-usd", "cost.toml: gpu_hourly_usd"
     origin: str  # e.g. "default", "settings file cost.toml", "preset h200-runpod-spot (…)"
 

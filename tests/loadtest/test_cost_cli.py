@@ -364,3 +364,42 @@ def test_a_basis_the_summary_cannot_support_is_refused_saying_why(tmp_path, caps
     assert (status, out) == (2, "")
     assert err.count("\n") == 1 and err.startswith(f"configuration error: --capacity-basis: {why}")
     assert not (summary.parent / "cost.json").exists()
+
+
+def test_the_staircase_is_in_the_gpus_the_load_tests_replicas_served_on(tmp_path, capsys):
+    """Two replicas of two GPUs each took the load: a replica's capacity is half the step's,
+    and each replica costs two GPUs."""
+    summary = write_summary(tmp_path / "20260101-120000")
+    document = json.loads(summary.read_text())
+    document["backend"] = {"kind": "vllm", "simulated": False, "replicas": 2,
+                           "replica_names": ["vllm-0", "vllm-1"], "gpus_per_replica": 2,
+                           "notes": [], "sources": []}  # fmt: skip
+    summary.write_text(json.dumps(document))
+    status, _, err = run(capsys, str(summary), "--settings", str(EXAMPLE))
+    assert (status, err) == (0, ""), err
+    cost = json.loads((summary.parent / "cost.json").read_text())
+    assert cost["workload"]["capacity_per_s"] == pytest.approx(2.0)  # 4 runs/s ÷ 2 replicas
+    assert "÷ 2 replicas" in cost["workload"]["sources"]["capacity_per_s"]
+    assert cost["settings"]["gpu_count"] == {
+        "value": 2, "source": "summary.json: 2 GPU(s) per replica, from DCGM's series"
+    }  # fmt: skip
+    assert [p["gpus"] for p in cost["staircase"][:3]] == [2, 4, 6]
+    # a setting still wins over what was measured
+    run(capsys, str(summary), "--settings", str(EXAMPLE), "--gpu-count", "1")
+    cost = json.loads((summary.parent / "cost.json").read_text())
+    assert cost["settings"]["gpu_count"]["value"] == 1
+
+
+def test_the_replicas_and_their_gpus_come_from_the_series_labels():
+    from loadtest.backend import add_replicas
+
+    block: dict = {"notes": [], "sources": []}
+    rows = [{"metric": {"replica": r}, "value": [0, "1"]} for r in ("vllm-1", "vllm-0")]
+    gpus = [{"metric": {"replica": r}, "value": [0, "2"]} for r in ("vllm-0", "vllm-1")]
+    add_replicas(block, rows, gpus, "Prometheus")
+    assert (block["replicas"], block["replica_names"], block["gpus_per_replica"]) == (
+        2, ["vllm-0", "vllm-1"], 2
+    )  # fmt: skip
+    unlabelled: dict = {"notes": [], "sources": []}
+    add_replicas(unlabelled, [{"metric": {}, "value": [0, "1"]}], [], "Prometheus")
+    assert "replicas" not in unlabelled and "no replica label" in unlabelled["notes"][0]

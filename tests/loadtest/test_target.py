@@ -27,18 +27,19 @@ def no_load_environment(monkeypatch):
 @pytest.fixture
 def local_stack(tmp_path):
     """A local stack's run folder as `make dev` leaves it: the loop and the simulator running
-    (a process standing in for each), the MCP server's process gone."""
+    (a process standing in for each; the model endpoint is the router), the MCP server's
+    process gone."""
     run_dir = tmp_path / ".run"
     (run_dir / "pids").mkdir(parents=True)
     stand_in = [sys.executable, "-c", "import time; time.sleep(60)"]
     processes = [subprocess.Popen(stand_in) for _ in range(2)]
     try:
-        for name, process in zip(("loop", "vllm"), processes, strict=True):
+        for name, process in zip(("loop", "vllm-router"), processes, strict=True):
             (run_dir / "pids" / f"{name}.pid").write_text(f"{process.pid}\n{' '.join(stand_in)}\n")
         (run_dir / "pids" / "mcp-server.pid").write_text("999999999\nnot running\n")
         urls = {
             "loop": "http://127.0.0.1:28080",
-            "vllm": "http://127.0.0.1:28000",
+            "vllm-router": "http://127.0.0.1:28000",
             "mcp-server": "http://127.0.0.1:28090",
         }
         (run_dir / URLS_FILE).write_text(json.dumps(urls))
@@ -51,7 +52,7 @@ def local_stack(tmp_path):
 
 def test_the_urls_of_the_running_local_stack_are_used_unless_one_is_given(local_stack):
     running = local_stack.urls()
-    assert running == {"loop": "http://127.0.0.1:28080", "vllm": "http://127.0.0.1:28000"}
+    assert running == {"loop": "http://127.0.0.1:28080", "vllm-router": "http://127.0.0.1:28000"}
     settings, targets = target.resolve(LoadSettings(), running)
     assert settings.loop_url == "http://127.0.0.1:28080"
     assert settings.model_url == "http://127.0.0.1:28000/v1"
