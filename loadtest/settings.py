@@ -7,6 +7,8 @@ from typing import Literal, NamedTuple
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from common import slo
+
 from .results import Slo
 
 DEFAULT_LOOP_URL = "http://127.0.0.1:8080"
@@ -85,13 +87,16 @@ class LoadSettings(BaseSettings):
         "the run ends with the shape or on Ctrl-C, and writes the summary",
     )
     web_host: str = Field("127.0.0.1", description="interface the web UI binds to")
-    slo_ttft_p99_ms: float = Field(200.0, gt=0)
-    slo_itl_p99_ms: float = Field(50.0, gt=0)
-    slo_run_p95_ms: float = Field(5000.0, gt=0)
+    # the bundle's service level (common/slo.py), which the alerts and dashboards use too
+    slo_ttft_p99_ms: float = Field(slo.TTFT_P99_SECONDS * 1000, gt=0)
+    slo_itl_p99_ms: float = Field(slo.ITL_P99_SECONDS * 1000, gt=0)
+    slo_run_p95_ms: float = Field(slo.RUN_P95_SECONDS * 1000, gt=0)
     slo_facade_run_p95_ms: float = Field(
-        5000.0, gt=0, description="run latency p95 through the chat-completions facade"
+        slo.RUN_P95_SECONDS * 1000,
+        gt=0,
+        description="run latency p95 through the chat-completions facade",
     )
-    slo_max_error_ratio: float = Field(0.0, ge=0, le=1)
+    slo_max_error_ratio: float = Field(slo.MAX_ERROR_RATIO, ge=0, le=1)
 
     @field_validator("user_classes")
     @classmethod

@@ -33,7 +33,7 @@ def create_app(settings: LoopSettings | None = None, store: RunStore | None = No
     """The loop's app; `store` if it is already open (the app disposes of it at shutdown)."""
     settings = settings or LoopSettings()
     opened_store = store
-    metrics = LoopMetrics()
+    metrics = LoopMetrics(settings.model_name, settings.model_revision)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

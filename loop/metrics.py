@@ -20,8 +20,15 @@ CALL_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
 
 
 class LoopMetrics:
-    def __init__(self) -> None:
+    def __init__(self, model: str = "", revision: str = "") -> None:
         self.registry = r = CollectorRegistry()
+        # which fine-tune answers: the dashboards tell an old one from a new one by it
+        Gauge(
+            "leave_loop_model_info",
+            "The served model and its weights' revision (a constant 1).",
+            ["model", "revision"],
+            registry=r,
+        ).labels(model or "unknown", revision or "unknown").set(1)
         self.runs = Counter("leave_loop_runs", "Finished runs by status.", ["status"], registry=r)
         self.run_duration = Histogram(
             "leave_loop_run_duration_seconds", "Run wall time.", buckets=RUN_BUCKETS, registry=r

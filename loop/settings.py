@@ -18,6 +18,7 @@ class LoopSettings(BaseSettings):
     port: int = Field(8080, ge=1, le=65535)
     model_base_url: HttpUrl = Field("http://127.0.0.1:8000/v1", description="OpenAI-compatible /v1")
     model_name: str = "leave-copilot"
+    model_revision: str = Field("", max_length=200, description="Which weights serve it.")
     model_api_key: SecretStr = SecretStr("EMPTY")
     mcp_url: HttpUrl = "http://127.0.0.1:8090/mcp"
     max_turns: int = Field(8, ge=1, le=64)

@@ -48,6 +48,14 @@ IDLE_WATTS, BUSY_WATTS = 90.0, 700.0
 IDLE_CLOCK_MHZ, BUSY_CLOCK_MHZ = 345.0, 1980.0
 IDLE_CELSIUS, BUSY_CELSIUS = 32.0, 71.0
 FULL_BATCH = 64
+# (field, type, help) of the health fields monitoring/dcgm/counters.csv collects
+HEALTH = (
+    ("DCGM_FI_DEV_XID_ERRORS", "gauge", "The XID code of the most recent GPU fault (0: none)."),
+    ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter", "Single-bit volatile ECC errors."),
+    ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Double-bit volatile ECC errors."),
+    ("DCGM_FI_DEV_POWER_VIOLATION", "counter", "Time held down by the power limit (in us)."),
+    ("DCGM_FI_DEV_THERMAL_VIOLATION", "counter", "Time held down by temperature (in us)."),
+)
 
 
 class BusyClock:
@@ -134,4 +142,16 @@ class SimulatedGpuCollector(Collector):
             family = GaugeMetricFamily(name, documentation, labels=LABELS)
             for values in self.labels:
                 family.add_metric(values, value)
+            yield family
+        yield from self._health()
+
+    def _health(self) -> Iterator[GaugeMetricFamily]:
+        """A simulated GPU never faults: the health fields, at zero, so that the alerts and
+        panels that read them have their series, under dcgm-exporter's names. Its counters
+        have no `_total` suffix, which this client library cannot write for a counter: they
+        are exported as gauges, which rate() and increase() read alike."""
+        for name, _kind, documentation in HEALTH:
+            family = GaugeMetricFamily(name, documentation, labels=LABELS)
+            for values in self.labels:
+                family.add_metric(values, 0.0)
             yield family

@@ -20,14 +20,14 @@ from typing import Any
 import yaml
 from dotenv import dotenv_values
 
-from . import compose
+from . import compose, model_identity
 
 LAYOUT_FILE = compose.DEPLOY / "compose.layout.yaml"
 MAX_GPUS = 8
 ENGINE_PORT = 8000
 ROUTER = "vllm-router"
 # What the layout reads from the env file that no compose file interpolates.
-VARIABLES = ("VLLM_GPUS", "VLLM_GPU_IDS")
+VARIABLES = ("VLLM_GPUS", "VLLM_GPU_IDS", "VLLM_MODEL_REVISION")
 
 
 class LayoutError(ValueError):
@@ -137,7 +137,9 @@ def router_command(command: list[str], layout: Layout) -> list[str]:
     return [*kept, "--worker-urls", *(r.url for r in layout.replicas)]
 
 
-def services(layout: Layout, project: dict[str, Any], *, sim: bool) -> dict[str, Any]:
+def services(
+    layout: Layout, project: dict[str, Any], *, sim: bool, revision: str = "unknown"
+) -> dict[str, Any]:
     """The services compose.layout.yaml adds to or changes in `project` (config without it).
     `extends` names the bundle's files relative to the project directory, deploy/."""
     base = compose.BASE_FILE.name
@@ -160,6 +162,7 @@ def services(layout: Layout, project: dict[str, Any], *, sim: bool) -> dict[str,
             written[replica.exporter] = exporter
         if engine:
             written[replica.name] = engine
+    written["loop"] = {"environment": {"LOOP_MODEL_REVISION": revision}}
     router = project["services"][ROUTER]
     written[ROUTER] = {
         "command": _OverrideList(router_command(list(router["command"]), layout)),
@@ -168,14 +171,21 @@ def services(layout: Layout, project: dict[str, Any], *, sim: bool) -> dict[str,
     return written
 
 
-def write(layout: Layout, project: dict[str, Any], *, sim: bool, path: Path = LAYOUT_FILE) -> Path:
+def write(
+    layout: Layout,
+    project: dict[str, Any],
+    *,
+    sim: bool,
+    path: Path = LAYOUT_FILE,
+    revision: str = "unknown",
+) -> Path:
     kind = "simulator" if sim else "GPU"
     header = (
         f"# Written by `python -m stack layout` for the {kind} layout: {layout.describe()}.\n"
         "# From VLLM_GPUS, VLLM_TENSOR_PARALLEL_SIZE and VLLM_GPU_IDS; `make up` / `make up-sim`\n"
         "# write it again each time, so edit deploy/.env, not this file.\n"
     )
-    written = services(layout, project, sim=sim)
+    written = services(layout, project, sim=sim, revision=revision)
     body = yaml.dump({"services": written}, Dumper=_Dumper, sort_keys=False, allow_unicode=True)
     path.write_text(header + body)
     return path
@@ -186,7 +196,14 @@ def write_for(
 ) -> Layout:
     """Plan the layout env_file asks for and write it; LayoutError or ComposeError if it
     cannot be served."""
-    layout = plan(settings(env_file, environ))
+    values = settings(env_file, environ)
+    layout = plan(values)
     project = compose.config(sim=sim, env_file=env_file, environ=environ)
-    write(layout, project, sim=sim, path=path)
+    write(
+        layout,
+        project,
+        sim=sim,
+        path=path,
+        revision=model_identity.revision(project, values, sim=sim),
+    )
     return layout

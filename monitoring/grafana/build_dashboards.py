@@ -28,6 +28,8 @@ from grafana_foundation_sdk.models.dashboard import (
 )
 from grafana_foundation_sdk.models.dashboard import Threshold as ThresholdStep
 
+from common import slo
+
 DATASOURCE = DataSourceRef(type_val="prometheus", uid="leave-copilot-prometheus")
 OUT = Path(__file__).resolve().parent / "dashboards"
 TAGS = ["leave-copilot"]
@@ -72,6 +74,14 @@ SERVING = Board(
     variables=[("model", "label_values(vllm:num_requests_running, model_name)")],
     panels=[
         Panel(
+            "Which fine-tune serves",
+            [Query("max by (model, revision) (leave_loop_model_info)", "{{model}} {{revision}}")],
+            kind="stat",
+            width=24,
+            description="The served model and its weights' revision (VLLM_MODEL_REVISION, or "
+            "the fingerprint `make up` computes): after an upgrade, the new one shows here.",
+        ),
+        Panel(
             "Requests finished / s by reason",
             [
                 Query(
@@ -86,8 +96,9 @@ SERVING = Board(
             "Time to first token",
             _percentiles("model_name:vllm_time_to_first_token_seconds:p{q}_rate1m", "TTFT"),
             unit="s",
-            thresholds=[(0, "green"), (0.5, "red")],
-            description="SLO line at 500 ms: the TimeToFirstTokenOverSLO alert's threshold.",
+            thresholds=[(0, "green"), (slo.TTFT_P99_SECONDS, "red")],
+            description=f"SLO line at p99 ≤ {slo.TTFT_P99_SECONDS * 1000:g} ms (common/slo.py): "
+            "the load tests' verdict and the TimeToFirstTokenOverSLO alert's threshold.",
         ),
         Panel(
             "Inter-token latency",
@@ -164,6 +175,9 @@ AGENT = Board(
             "Run latency",
             [Query(f":leave_loop_run_duration_seconds:p{q}_rate1m", f"p{q}") for q in (50, 95, 99)],
             unit="s",
+            thresholds=[(0, "green"), (slo.RUN_P95_SECONDS, "red")],
+            description=f"SLO line at p95 ≤ {slo.RUN_P95_SECONDS:g} s (common/slo.py): the "
+            "load tests' verdict and the AgentRunLatencyOverSLO alert's threshold.",
         ),
         Panel(
             "Turns and tokens per run",
@@ -385,6 +399,50 @@ GPU = Board(
             [Query(f"DCGM_FI_DEV_GPU_TEMP{GPU_FILTER}", "{{replica}} GPU {{gpu}}")],
             unit="celsius",
             thresholds=[(0, "green"), (80, "orange"), (87, "red")],
+        ),
+        Panel(
+            "Last XID error by GPU",
+            [
+                Query(
+                    f"max by (replica, gpu) (DCGM_FI_DEV_XID_ERRORS{GPU_FILTER})",
+                    "{{replica}} GPU {{gpu}}",
+                )
+            ],
+            kind="stat",
+            thresholds=[(0, "green"), (1, "red")],
+            description="0: no fault since the driver loaded; else the XID code (GpuXidError).",
+        ),
+        Panel(
+            "ECC errors in the range",
+            [
+                Query(
+                    f"sum by (replica, gpu) (increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{GPU_FILTER}"
+                    "[$__range]))",
+                    "uncorrectable {{replica}} GPU {{gpu}}",
+                ),
+                Query(
+                    f"sum by (replica, gpu) (increase(DCGM_FI_DEV_ECC_SBE_VOL_TOTAL{GPU_FILTER}"
+                    "[$__range]))",
+                    "corrected {{replica}} GPU {{gpu}}",
+                ),
+            ],
+            kind="stat",
+            thresholds=[(0, "green"), (1, "red")],
+        ),
+        Panel(
+            "Time throttled (power, heat)",
+            [
+                Query(
+                    f"rate(DCGM_FI_DEV_POWER_VIOLATION{GPU_FILTER}[$__rate_interval]) / 1e6",
+                    "power {{replica}} GPU {{gpu}}",
+                ),
+                Query(
+                    f"rate(DCGM_FI_DEV_THERMAL_VIOLATION{GPU_FILTER}[$__rate_interval]) / 1e6",
+                    "heat {{replica}} GPU {{gpu}}",
+                ),
+            ],
+            unit="percentunit",
+            description="Share of time the clocks were held down (GpuThrottled above 10 %).",
         ),
     ],
 )

@@ -134,3 +134,30 @@ def test_every_dcgm_name_used_is_collected_and_simulated():
 
     simulated = {family.name for family in SimulatedGpuCollector(BusyClock()).collect()}
     assert simulated == collected  # the stand-in exports exactly the exporter's fields
+
+
+def test_the_alerts_dashboards_and_load_tests_share_one_service_level():
+    """common/slo.py is the one source: the load tests' defaults, the SLO alerts' thresholds
+    and the dashboards' SLO lines are its numbers."""
+    from common import slo
+    from loadtest.settings import LoadSettings
+
+    settings = LoadSettings()
+    assert settings.slo_ttft_p99_ms == slo.TTFT_P99_SECONDS * 1000
+    assert settings.slo_itl_p99_ms == slo.ITL_P99_SECONDS * 1000
+    assert settings.slo_run_p95_ms == slo.RUN_P95_SECONDS * 1000
+    alerts = {rule["alert"]: rule for rule in rules() if "alert" in rule}
+    ttft, run = alerts["TimeToFirstTokenOverSLO"], alerts["AgentRunLatencyOverSLO"]
+    assert (
+        ttft["expr"]
+        == f"model_name:vllm_time_to_first_token_seconds:p99_rate1m > {slo.TTFT_P99_SECONDS:g}"
+    )
+    assert run["expr"] == f":leave_loop_run_duration_seconds:p95_rate1m > {slo.RUN_P95_SECONDS:g}"
+    assert ttft["for"] == run["for"] == slo.BREACH_FOR
+    lines = {}
+    for path in DASHBOARDS:
+        for panel in json.loads(path.read_text())["panels"]:
+            steps = panel["fieldConfig"]["defaults"].get("thresholds", {}).get("steps", [])
+            lines[panel["title"]] = [step["value"] for step in steps if step["value"] is not None]
+    assert lines["Time to first token"] == [slo.TTFT_P99_SECONDS]
+    assert lines["Run latency"] == [slo.RUN_P95_SECONDS]
