@@ -91,6 +91,11 @@ def warnings(env_file: Path) -> list[str]:
         return []
     production, kept = example_defaults(env_file)
     if production:
+        if not layout.settings(env_file).get("ALERTMANAGER_WEBHOOK_URL", "").strip():
+            return [
+                "ALERTMANAGER_WEBHOOK_URL is empty: alerts are shown at Alertmanager's port and "
+                "sent to nobody (docs/operations.md#alerts)"
+            ]
         return []
     said = [
         "MCP_ENV=development: the seed job writes demo employees and demo tokens that anyone "

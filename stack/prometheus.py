@@ -35,11 +35,19 @@ Targets = str | list[tuple[str, dict[str, str]]]
 
 
 def local_config(
-    targets: Mapping[str, Targets], listen: str, scrape_interval: str | None = None
+    targets: Mapping[str, Targets],
+    listen: str,
+    scrape_interval: str | None = None,
+    alertmanager: str | None = None,
 ) -> dict[str, Any]:
     """The compose config with each job's targets replaced; jobs without one are dropped. A
-    `vllm` job given one target labels it replica vllm-0, as compose's replica names would."""
+    `vllm` job given one target labels it replica vllm-0, as compose's replica names would.
+    Alerts go to `alertmanager` (host:port), or, without one, nowhere."""
     config: dict[str, Any] = yaml.safe_load(CONFIG.read_text())
+    if alertmanager is None:
+        config.pop("alerting", None)
+    else:
+        config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [alertmanager]}]}]}
     rules_dir = CONFIG.parent
     config["rule_files"] = [str(rules_dir / pattern) for pattern in config["rule_files"]]
     if scrape_interval:

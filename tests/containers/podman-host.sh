@@ -124,6 +124,21 @@ CONTAINERFILE
     || fail "the stand-in for $PROM_IMAGE did not build"
 fi
 
+# Alertmanager: compose's image name, holding Debian's (the flags compose passes are the same).
+AM_IMAGE=$(sed -n 's/^ALERTMANAGER_IMAGE=//p' "$REPO/deploy/.env.example")
+if ! podman image exists "docker.io/$AM_IMAGE"; then
+  build=$STATE/alertmanager-build
+  mkdir -p "$build"
+  cat > "$build/Containerfile" <<CONTAINERFILE
+FROM docker.io/library/$PY_IMAGE
+RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus-alertmanager busybox \
+    && ln -s /bin/busybox /usr/local/bin/wget && rm -rf /var/lib/apt/lists/*
+ENTRYPOINT ["/usr/bin/prometheus-alertmanager"]
+CONTAINERFILE
+  podman build -q --format docker -t "docker.io/$AM_IMAGE" "$build" >/dev/null \
+    || fail "the stand-in for $AM_IMAGE did not build"
+fi
+
 echo "CONTAINERS_CONF=$CONTAINERS_CONF"
 echo "CONTAINERS_STORAGE_CONF=$CONTAINERS_STORAGE_CONF"
 echo "TMPDIR=$TMPDIR"

@@ -188,9 +188,16 @@ def test_a_production_box_refuses_the_published_example_secrets(path_with, tmp_p
         f"MCP_ENV=production but {name} is the published example's value: set a fresh one ({hint})"
         for name, hint in EXAMPLE_SECRETS.items()
     ]
-    env = gpu_host(path_with, tmp_path, 1, MCP_ENV="production",
-                   MCP_ELICITATION_STATE_KEY="f" * 64, GRAFANA_ADMIN_PASSWORD="a-fresh-one")  # fmt: skip
-    assert problems(sim=False, env_file=env) == [] and warnings(env) == []
+    fresh = {"MCP_ELICITATION_STATE_KEY": "f" * 64, "GRAFANA_ADMIN_PASSWORD": "a-fresh-one"}
+    env = gpu_host(path_with, tmp_path, 1, MCP_ENV="production", **fresh)
+    assert problems(sim=False, env_file=env) == []
+    assert warnings(env) == [  # alerts that would reach nobody are said, not refused
+        "ALERTMANAGER_WEBHOOK_URL is empty: alerts are shown at Alertmanager's port and sent to "
+        "nobody (docs/operations.md#alerts)"
+    ]
+    env = gpu_host(path_with, tmp_path, 1, MCP_ENV="production", **fresh,
+                   ALERTMANAGER_WEBHOOK_URL="https://hooks.example.com/T0/B0")  # fmt: skip
+    assert warnings(env) == []
 
 
 def test_a_laptop_is_told_it_runs_with_development_defaults_and_is_not_stopped(tmp_path):
