@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import logging
 import re
 import secrets
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from sqlalchemy import delete, func, select, update
@@ -24,6 +27,8 @@ from .storage import ApiToken, Database, Employee, new_token_id
 TOUCH_EVERY = dt.timedelta(seconds=60)
 _DURATION = re.compile(r"^(\d+)([smhdw])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+logger = logging.getLogger(__name__)
 
 
 class UnknownEmployee(LookupError):
@@ -75,6 +80,11 @@ class Identities:
     def __init__(self, db: Database, *, production: bool = False) -> None:
         self.db = db
         self.production = production
+        # The last use is written off the request path: a sign-in must never wait for the
+        # database's write lock (a long write elsewhere would hold up every caller).
+        self._recorder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="token-use")
+        self._recording: set[str] = set()
+        self._recording_lock = threading.Lock()
 
     def employee_for_token(self, token: str) -> str:
         """The employee a token lets in; TokenRefused, with the reason, otherwise."""
@@ -96,13 +106,33 @@ class Identities:
             stale = row.last_used_at is None or row.last_used_at < now - TOUCH_EVERY
             employee_id = row.employee_id
         if stale:
+            self._record_use(row.token_sha256, now)
+        return employee_id
+
+    def _record_use(self, token_sha256: str, now: dt.datetime) -> None:
+        with self._recording_lock:
+            if token_sha256 in self._recording:  # already on its way
+                return
+            self._recording.add(token_sha256)
+        self._recorder.submit(self._write_use, token_sha256, now)
+
+    def _write_use(self, token_sha256: str, now: dt.datetime) -> None:
+        try:
             with self.db.write() as s:
                 s.execute(
                     update(ApiToken)
-                    .where(ApiToken.token_sha256 == hash_token(token))
+                    .where(ApiToken.token_sha256 == token_sha256)
                     .values(last_used_at=now)
                 )
-        return employee_id
+        except Exception as error:  # a statistic: the next use a minute on tries again
+            logger.warning("token last use not recorded: %s", error)
+        finally:
+            with self._recording_lock:
+                self._recording.discard(token_sha256)
+
+    def flush(self) -> None:
+        """Wait for the last uses on their way to the database (shutdown, tests)."""
+        self._recorder.submit(lambda: None).result()
 
     def active_employee(self, employee_id: str) -> bool:
         """Whether this employee exists and still works here (a sign-in's claim names one)."""

@@ -74,6 +74,7 @@ def test_a_listing_names_each_token_and_its_use_never_its_secret(database):
         "M001", label="payroll sync", expires_in=dt.timedelta(days=30)
     )
     identities.employee_for_token(token)  # used once: the last use is written
+    identities.flush()
     listed = {t.public_id: t for t in identities.tokens()}
     mine = listed[public_id]
     assert (mine.employee_id, mine.label, mine.state(utcnow())) == (
@@ -84,6 +85,33 @@ def test_a_listing_names_each_token_and_its_use_never_its_secret(database):
     assert mine.last_used_at is not None and mine.expires_at > utcnow() + dt.timedelta(days=29)
     assert {t.state(utcnow()) for t in listed.values() if t.is_demo} == {"demo"}
     assert token not in repr(list(listed.values()))
+
+
+def test_a_token_lets_its_employee_in_while_another_writer_holds_the_database(tmp_path):
+    """Writing the last use never holds up a sign-in: with the write lock taken elsewhere
+    (a long write, a backup), the token still lets its employee in, and the use is written
+    once the lock is free."""
+    import sqlite3
+
+    from mcp_server.seed import seed
+    from mcp_server.storage import Database
+
+    path = tmp_path / "leave.db"
+    database = Database(f"sqlite:///{path}")
+    seed(database)
+    identities = Identities(database)
+    token, public_id = identities.issue("E001")
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        assert identities.employee_for_token(token) == "E001"
+        assert identities.employee_for_token(token) == "E001"
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    identities.flush()
+    assert next(t for t in identities.tokens() if t.public_id == public_id).last_used_at
+    database.dispose()
 
 
 @pytest.mark.parametrize(
