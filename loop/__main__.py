@@ -1,10 +1,12 @@
-"""`python -m loop` serves the agent loop; `python -m loop export` writes training JSONL."""
+"""`python -m loop` serves the agent loop; `python -m loop export` writes training JSONL;
+`backup` and `restore` copy the run store."""
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
 import sys
+from pathlib import Path
 
 from common.entrypoint import exit_on_startup_error, opening
 
@@ -29,6 +31,12 @@ def main(argv: list[str] | None = None) -> int:
     export.add_argument("--no-tool-errors", action="store_true", help="skip runs with a tool error")
     export.add_argument("--since", type=_when, help="created at or after (ISO 8601)")
     export.add_argument("--until", type=_when, help="created before (ISO 8601)")
+    for name, what in (
+        ("backup", "copy the run store to PATH (online)"),
+        ("restore", "replace the run store with a backup (stop the loop first)"),
+    ):
+        command = commands.add_parser(name, help=what)
+        command.add_argument("path", type=Path)
     args = parser.parse_args(argv)
 
     from common.entrypoint import load_settings, serve
@@ -39,6 +47,14 @@ def main(argv: list[str] | None = None) -> int:
     if settings is None:
         return 2
 
+    if args.command in ("backup", "restore"):
+        from common import backup
+
+        from .store import Base
+
+        act = backup.backup if args.command == "backup" else backup.restore
+        print(act(settings.store_url, args.path, Base.metadata.tables, "the run store"))
+        return 0
     if args.command == "export":
         from .export import export_runs
         from .store import RunStore

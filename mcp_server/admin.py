@@ -16,7 +16,7 @@ from . import people
 from .identity import Identities, InactiveEmployee, UnknownEmployee, parse_duration
 from .seed import remove_demo_data, seed
 from .settings import ServerSettings
-from .storage import Database
+from .storage import Base, Database
 
 REMOVE_DEMO = "python -m mcp_server remove-demo-data"
 
@@ -43,6 +43,12 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     deactivate.add_argument("employee_id")
     commands.add_parser("remove-demo-data", help="delete the demo tokens and demo employees")
+    for name, what in (
+        ("backup", "copy the leave database to PATH (online)"),
+        ("restore", "replace the leave database with a backup (stop it first)"),
+    ):
+        command = commands.add_parser(name, help=what)
+        command.add_argument("path", type=Path)
 
 
 def run(args: argparse.Namespace, settings: ServerSettings, database: Database) -> int:
@@ -68,6 +74,12 @@ def run(args: argparse.Namespace, settings: ServerSettings, database: Database) 
             raise CommandError(f"deactivate: no employee {args.employee_id!r}") from None
         said = "deactivated" if changed else "was already inactive:"
         print(f"{args.employee_id} {said} their tokens and sign-ins are refused; history kept")
+        return 0
+    if command in ("backup", "restore"):
+        from common import backup
+
+        act = backup.backup if command == "backup" else backup.restore
+        print(act(settings.database_url, args.path, Base.metadata.tables, "the leave database"))
         return 0
     if command == "remove-demo-data":
         tokens, employees = remove_demo_data(database)

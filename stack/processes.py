@@ -120,12 +120,15 @@ def seed_database(db_url: str) -> None:
 
 
 @contextmanager
-def mcp_server(workdir: Path, db_url: str | None = None, **env: str) -> Iterator[str]:
-    """A seeded `python -m mcp_server` on a free port (on `db_url`, else a new SQLite file in
-    `workdir`); yields its base URL."""
+def mcp_server(
+    workdir: Path, db_url: str | None = None, seed: bool = True, **env: str
+) -> Iterator[str]:
+    """`python -m mcp_server` on a free port (on `db_url`, else a new SQLite file in `workdir`),
+    on the demo data unless `seed` is false; yields its base URL."""
     port = free_port()
     db_url = db_url or f"sqlite:///{workdir / f'leave-{port}.db'}"
-    seed_database(db_url)
+    if seed:
+        seed_database(db_url)
     settings = {"MCP_DATABASE_URL": db_url, "MCP_PORT": str(port), **env}
     base = f"http://127.0.0.1:{port}"
     with running(["mcp_server"], settings, workdir / f"mcp-{port}.log", f"{base}/readyz"):

@@ -1,0 +1,168 @@
+"""Backups that restore, made as the operator makes them (`python -m mcp_server backup|restore`,
+`python -m loop backup|restore`) while the service writes: every change committed before the
+backup is in the restored copy, and the restored server starts and serves. On SQLite here, on
+PostgreSQL (pg_dump, pg_restore) in the reliability tier's run of this folder."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import threading
+
+import anyio.to_thread
+import httpx
+
+from loop.store import RunRecord, RunStore
+from tests.support import mcp_server, run_to_exit
+
+from .conftest import find
+from .test_http import session
+
+
+async def test_a_leave_database_backed_up_while_the_server_writes_restores_whole(
+    tmp_path, new_database_url
+):
+    source = new_database_url(tmp_path, "live")
+    with mcp_server(tmp_path, source) as base:
+        committed: list[str] = []  # each create_leave whose answer came back
+        stop = asyncio.Event()
+        changed = asyncio.Condition()
+
+        async def until_written(count: int) -> None:
+            async with changed:
+                await asyncio.wait_for(changed.wait_for(lambda: len(committed) >= count), 60)
+
+        async def write() -> None:
+            async with session(f"{base}/mcp", "demo-token-other", "auto") as client:
+                day = dt.date(2031, 1, 6)
+                while not stop.is_set():
+                    created = await client.call_tool(
+                        "create_leave",
+                        {"leave_type": "事假", "start_date": day.isoformat(),
+                         "end_date": day.isoformat(), "reason": "備份測試"},
+                    )  # fmt: skip
+                    if not created.is_error:
+                        async with changed:
+                            committed.append(created.structured_content["leave_id"])
+                            changed.notify_all()
+                    day += dt.timedelta(days=7)
+
+        writer = asyncio.create_task(write())
+        await until_written(5)  # the writes are under way
+        before_backup = list(committed)
+        backup = ["mcp_server", "backup", str(tmp_path / "leave.backup")]
+        status, said = await anyio.to_thread.run_sync(
+            run_to_exit, backup, {"MCP_DATABASE_URL": source}
+        )
+        during = len(committed) - len(before_backup)
+        # one client writes one at a time: those after the next answer began after the backup
+        after = len(committed) + 1
+        await until_written(after + 2)
+        stop.set()
+        await writer
+    assert status == 0, said
+    assert said.startswith("backed up the leave database to")
+    assert during > 0, "no write ran alongside the backup"
+    # restored over the database it was taken from (the server stopped), as after a bad day
+    restored = source
+    status, said = run_to_exit(["mcp_server", "restore", str(tmp_path / "leave.backup")],
+                               {"MCP_DATABASE_URL": restored})  # fmt: skip
+    assert status == 0, said
+    with mcp_server(tmp_path, restored, seed=False) as base:
+        async with httpx.AsyncClient() as http:
+            assert (await http.get(f"{base}/readyz")).json()["status"] == "ready"
+        async with session(f"{base}/mcp", "demo-token-other", "auto") as client:
+            found = {leave["leave_id"] for leave in await find(client, "備份測試")}
+    # the restored server serves what was written, and nothing it never was
+    assert found and found <= set(committed)
+    _all_present(restored, before_backup)
+    assert _written(restored) <= set(committed[:after])  # the later writes are gone
+
+
+def _written(url: str) -> set[str]:
+    from mcp_server.storage import Database, Leave
+
+    db = Database(url)
+    try:
+        with db.read() as s:
+            return {leave.id for leave in s.query(Leave).filter(Leave.reason == "備份測試")}
+    finally:
+        db.dispose()
+
+
+def _all_present(url: str, leave_ids: list[str]) -> None:
+    from mcp_server.storage import Database, Leave
+
+    db = Database(url)
+    try:
+        with db.read() as s:
+            present = {leave.id for leave in s.query(Leave).filter(Leave.id.in_(leave_ids))}
+    finally:
+        db.dispose()
+    assert present == set(leave_ids), set(leave_ids) - present
+
+
+def test_a_run_store_backed_up_while_runs_are_written_restores_whole(tmp_path, new_database_url):
+    source = new_database_url(tmp_path, "loop")
+    store = RunStore(source)
+    written: list[str] = []
+    stop = threading.Event()
+
+    def write() -> None:
+        number = 0
+        while not stop.is_set():
+            record = RunRecord(id=f"run_{number:06d}", user_key="k", session_id="s",
+                               status="completed", input="查一下我的假單")  # fmt: skip
+            store.save_run(record)
+            written.append(record.id)
+            number += 1
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        while len(written) < 20:
+            threading.Event().wait(0.01)
+        before = list(written)
+        status, said = run_to_exit(["loop", "backup", str(tmp_path / "loop.backup")],
+                                   {"LOOP_STORE_URL": source})  # fmt: skip
+        during = len(written) - len(before)
+    finally:
+        stop.set()
+        writer.join()
+        store.dispose()
+    assert status == 0, said
+    assert during > 0
+    restored = new_database_url(tmp_path, "loop-restored")
+    assert run_to_exit(["loop", "restore", str(tmp_path / "loop.backup")],
+                       {"LOOP_STORE_URL": restored})[0] == 0  # fmt: skip
+    copy = RunStore(restored)
+    try:
+        assert all(copy.get_run(run_id, "k") is not None for run_id in before)
+    finally:
+        copy.dispose()
+
+
+def test_a_backup_that_cannot_be_written_and_a_file_that_is_no_backup_are_one_line(
+    tmp_path, new_database_url
+):
+    url = new_database_url(tmp_path, "live")
+    env = {"MCP_DATABASE_URL": url}
+    assert run_to_exit(["mcp_server", "seed"], env)[0] == 0
+    (tmp_path / "a-file").write_text("")
+    status, said = run_to_exit(["mcp_server", "backup", str(tmp_path / "a-file" / "x")], env)
+    assert (status, said.strip()) == (2, f"error: backup: {tmp_path / 'a-file'} is not a folder")
+    assert not list(tmp_path.glob(".*.partial"))
+    junk = tmp_path / "notes.txt"
+    junk.write_text("not a backup\n")
+    status, said = run_to_exit(["mcp_server", "restore", str(junk)], env)
+    assert status == 2 and said.startswith("error: restore: ")
+    assert "is not a" in said and len(said.strip().splitlines()) == 1
+    # the database it was to replace is untouched
+    assert run_to_exit(["mcp_server", "list-tokens"], env)[1].count("demo") >= 3
+    # a backup of the other service's database is no backup of this one
+    other = tmp_path / "loop.backup"
+    loop_url = new_database_url(tmp_path, "loopdb")
+    RunStore(loop_url).dispose()
+    assert run_to_exit(["loop", "backup", str(other)], {"LOOP_STORE_URL": loop_url})[0] == 0
+    status, said = run_to_exit(["mcp_server", "restore", str(other)], env)
+    assert status == 2 and "is not a backup of the leave database (no " in said
