@@ -71,12 +71,11 @@ def create_app(settings: ServerSettings, database: Database | None = None) -> AS
     service = LeaveService(database)
     identities = Identities(database, production=settings.is_production)
     metrics = ServerMetrics()
-    key = settings.elicitation_state_key
     server = build_server(
         service,
         metrics,
         language=settings.language,
-        elicitation_state_key=key.get_secret_value() if key else None,
+        elicitation_state_keys=settings.elicitation_state_keys,
         confirmation_ttl_seconds=settings.confirmation_ttl_seconds,
         token_verifier=EmployeeTokenVerifier(identities, sign_in(settings, identities)),
         auth=AuthSettings(

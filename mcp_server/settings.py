@@ -31,7 +31,8 @@ class ServerSettings(BaseSettings):
     allowed_origins: CommaList = Field(
         default_factory=lambda: list(LOOPBACK_ORIGINS), description="Comma-separated."
     )
-    # Seals elicitation state between rounds; share it across workers/replicas.
+    # Seals elicitation state between rounds; share it across workers/replicas. Comma-separated
+    # to rotate: the first key seals, every key opens (docs/operations.md#secrets).
     elicitation_state_key: SecretStr | None = None
     confirmation_ttl_seconds: float = Field(
         600.0,
@@ -75,17 +76,23 @@ class ServerSettings(BaseSettings):
     def _refuse_unsafe_production(self) -> ServerSettings:
         if self.env != "production":
             return self
-        key = self.elicitation_state_key.get_secret_value() if self.elicitation_state_key else ""
-        if not key or key in KNOWN_DEFAULT_SECRETS:
+        keys = self.elicitation_state_keys
+        if not keys or any(key in KNOWN_DEFAULT_SECRETS for key in keys):
             raise ValueError(
                 "MCP_ENV=production needs MCP_ELICITATION_STATE_KEY set to a fresh secret "
                 '(python -c "import secrets; print(secrets.token_hex(32))")'
             )
-        if len(key) < 32:
-            raise ValueError("MCP_ELICITATION_STATE_KEY must be at least 32 characters")
+        if any(len(key) < 32 for key in keys):
+            raise ValueError("MCP_ELICITATION_STATE_KEY: each key must be at least 32 characters")
         if any(h.strip() in {"*", "*:*"} for h in self.allowed_hosts):
             raise ValueError("MCP_ALLOWED_HOSTS may not contain a bare wildcard in production")
         return self
+
+    @property
+    def elicitation_state_keys(self) -> list[str]:
+        """The key ring, sealing key first; empty: a key per process (development only)."""
+        ring = self.elicitation_state_key.get_secret_value() if self.elicitation_state_key else ""
+        return [key.strip() for key in ring.split(",") if key.strip()]
 
     @property
     def is_production(self) -> bool:

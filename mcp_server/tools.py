@@ -6,7 +6,7 @@ import json
 import logging
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Annotated, Any, cast
@@ -126,16 +126,17 @@ def build_server(
     metrics: ServerMetrics,
     *,
     language: str = "zh-TW",
-    elicitation_state_key: str | None = None,
+    elicitation_state_keys: Sequence[str] = (),
     confirmation_ttl_seconds: float = 600.0,
     token_verifier: Any = None,
     auth: Any = None,
 ) -> LeaveServer:
     # An answer is accepted for `confirmation_ttl_seconds` after its question; after that the
-    # question counts as abandoned (see LeaveService.audit_abandoned).
+    # question counts as abandoned (see LeaveService.audit_abandoned). The first key seals, all
+    # open: a rotation keeps the confirmations asked under the old key answerable.
     security = (
-        RequestStateSecurity(keys=[elicitation_state_key], ttl=confirmation_ttl_seconds)
-        if elicitation_state_key
+        RequestStateSecurity(keys=list(elicitation_state_keys), ttl=confirmation_ttl_seconds)
+        if elicitation_state_keys
         else RequestStateSecurity.ephemeral(ttl=confirmation_ttl_seconds)
     )
     server = LeaveServer(
