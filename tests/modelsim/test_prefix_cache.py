@@ -1,14 +1,21 @@
-"""The simulated prefix cache: vLLM's KV blocks, hash chain, LRU eviction."""
+"""The simulated prefix cache: vLLM's KV blocks, hash chain, LRU eviction (unit level), and a
+session's turns through the real simulator process (HTTP level)."""
 
 from __future__ import annotations
 
+import uuid
+
+import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from common import tokens
 from modelsim.prefix_cache import PrefixCache
 from modelsim.prompt import answer_tokens, prompt_tokens
+from tests.support import model_simulator
 
 from .conftest import LEAVE_TOOLS, SEED_REQUEST, SYSTEM
+from .test_vllm_fidelity import sample_value
 
 
 def seq(name: str, n: int) -> list[str]:
@@ -170,3 +177,94 @@ def test_a_turns_prompt_and_answer_are_the_start_of_the_next_turns_prompt():
     first = prompt_tokens(turn, LEAVE_TOOLS)
     second = prompt_tokens(next_turn, LEAVE_TOOLS)
     assert second[: len(first) + len(answer)] == first + answer
+
+
+# -- through the simulator process --------------------------------------------------------------
+
+
+def chat(http: httpx.Client, messages: list[dict], **extra) -> tuple[dict, dict[str, float]]:
+    """One request; its answer and the deltas of the prefix-cache and prefill metrics."""
+    names = (
+        "vllm:prefix_cache_queries_total",
+        "vllm:prefix_cache_hits_total",
+        "vllm:request_prefill_time_seconds_sum",
+        "vllm:iteration_tokens_total_sum",
+    )
+    before = http.get("/metrics").text
+    body = {"model": "leave-copilot", "messages": messages, "tools": LEAVE_TOOLS, **extra}
+    answer = http.post("/v1/chat/completions", json=body).raise_for_status().json()
+    after = http.get("/metrics").text
+    return answer, {
+        name.removeprefix("vllm:"): sample_value(after, name) - sample_value(before, name)
+        for name in names
+    }
+
+
+def next_turn(messages: list[dict], answer: dict, result: str) -> list[dict]:
+    message = answer["choices"][0]["message"]
+    calls = message["tool_calls"]
+    assistant = {"role": "assistant", "content": message["content"], "tool_calls": calls}
+    replies = [{"role": "tool", "tool_call_id": c["id"], "content": result} for c in calls]
+    return [*messages, assistant, *replies]
+
+
+@pytest.fixture(scope="module")
+def timed_sim(tmp_path_factory):
+    """Prefill of 1 ms per uncached token and nothing else, so its time counts tokens."""
+    with model_simulator(
+        tmp_path_factory.mktemp("sim"),
+        prefill_overhead_ms="0",
+        prefill_per_token_ms="1",
+        itl_ms="0",
+        block_size="16",
+    ) as base:
+        yield base
+
+
+def test_a_sessions_second_turn_hits_most_of_its_prompt_and_an_unrelated_prompt_does_not(
+    timed_sim,
+):
+    system = f"{SYSTEM}（{uuid.uuid4().hex}）"  # no earlier request shares its first block
+    first = [{"role": "system", "content": system}, {"role": "user", "content": SEED_REQUEST}]
+    with httpx.Client(base_url=timed_sim) as http:
+        answer, one = chat(http, first)
+        assert answer["choices"][0]["message"]["tool_calls"], answer  # the policy searches
+        second = next_turn(first, answer, '{"leaves": [], "total": 0}')
+        _, two = chat(http, second)
+        unrelated = [
+            {"role": "system", "content": f"另一個助手（{uuid.uuid4().hex}）"},
+            {"role": "user", "content": SEED_REQUEST},
+        ]
+        _, three = chat(http, unrelated)
+    prompt_one = answer["usage"]["prompt_tokens"]
+    assert one["prefix_cache_queries_total"] == prompt_one
+    assert one["prefix_cache_hits_total"] == 0
+    # the first turn's prompt and its answer, in whole blocks (all but the answer's last token)
+    message = answer["choices"][0]["message"]
+    calls = [(c["function"]["name"], c["function"]["arguments"]) for c in message["tool_calls"]]
+    reused = prompt_one + len(answer_tokens(message["content"] or "", calls, stopped=True)) - 1
+    hits, queries = two["prefix_cache_hits_total"], two["prefix_cache_queries_total"]
+    print(f"\nsecond turn: {hits:.0f} of {queries:.0f} prompt tokens cached")
+    assert hits == reused // 16 * 16
+    assert hits > 0.75 * queries
+    assert three["prefix_cache_hits_total"] == 0
+    # prefill is paid only for the tokens not cached (1 ms each here), and so is the step
+    for deltas in (one, two, three):
+        uncached = deltas["prefix_cache_queries_total"] - deltas["prefix_cache_hits_total"]
+        assert deltas["request_prefill_time_seconds_sum"] == pytest.approx(uncached / 1000)
+        generated = deltas["iteration_tokens_total_sum"] - uncached
+        assert generated >= 1
+
+
+def test_cache_config_info_reports_the_configured_block_size(start_simulator):
+    with start_simulator(profile="instant", block_size="128", kv_cache_tokens="10000") as base:
+        page = httpx.get(f"{base}/metrics").text
+    (labels,) = (
+        sample.labels
+        for family in text_string_to_metric_families(page)
+        for sample in family.samples
+        if sample.name == "vllm:cache_config_info"
+    )
+    assert labels["block_size"] == labels["effective_attention_block_size"] == "128"
+    assert labels["num_gpu_blocks"] == str(10000 // 128)
+    assert labels["user_specified_block_size"] == "True"
