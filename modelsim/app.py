@@ -25,6 +25,8 @@ from .errors import ApiError
 from .gpu import SimulatedGpuCollector
 from .latency import Scheduler, profile_from
 from .metrics import VllmMetrics, observe_repeated, prompt_sources
+from .prefix_cache import Lease, PrefixCache
+from .prompt import answer_tokens
 from .request import ChatRequest, parse
 from .settings import SimSettings
 
@@ -35,7 +37,6 @@ FINGERPRINT = f"vllm-{VLLM_VERSION}-modelsim"
 # tell a simulated capacity from a GPU's (vLLM answers {"version": …} and "owned_by": "vllm").
 SIMULATOR = "modelsim"
 FAULT_HEADER = "x-sim-fault"
-PREFIX_CACHE_ENTRIES = 1024
 LONG_SLEEP_SECONDS = 0.004
 SLEEP_MARGIN_SECONDS = 0.002
 
@@ -47,20 +48,26 @@ class Simulator:
         self.settings = settings
         self.profile = profile_from(settings)
         self.scheduler = Scheduler(self.profile, settings.jitter, settings.seed)
+        self.prefix_cache = PrefixCache(
+            settings.block_size, self.profile.kv_cache_tokens // settings.block_size
+        )
         self.metrics = VllmMetrics(
-            settings.model, settings.max_model_len, self.profile.kv_cache_tokens
+            settings.model,
+            settings.max_model_len,
+            self.profile.kv_cache_tokens,
+            settings.block_size,
+            user_specified_block_size="block_size" in settings.model_fields_set,
         )
         self.metrics.bind_gauges(
             lambda: self.scheduler.running,
             lambda: self.scheduler.waiting,
-            self.scheduler.kv_cache_usage,
+            self.prefix_cache.usage,
         )
         self.metrics.registry.register(
             SimulatedGpuCollector(self.scheduler.clock, settings.gpu_ids)
         )
         self.default_faults = gen.parse_faults(settings.fault)
         self._fault_random = random.Random(settings.seed)
-        self._prefixes: dict[int, None] = {}
         self.created = int(time.time())
         # line-buffered: a reader sees every finished request, the simulator still running
         self._timing_log = (
@@ -141,7 +148,8 @@ class Simulator:
 
     async def _complete(self, chat: ChatRequest, output: gen.Output, arrival: float) -> Response:
         timing = _Timing(arrival)
-        await self._admit(chat, output, timing)
+        lease = await self._admit(chat, output, timing)
+        generated = 0
         try:
             await self._until(timing.first_token)
             deadline = timing.first_token
@@ -153,10 +161,11 @@ class Simulator:
                 if i % 8 == 0:  # sleep in chunks: the load factor may change meanwhile
                     await self._until(deadline)
             await self._until(deadline)
+            generated = output.completion_tokens
         finally:
-            self._release(chat)
+            self._release(chat, output, lease, generated)
         timing.finished = time.perf_counter()
-        self._observe(chat, output, timing, output.finish_reason)
+        self._observe(chat, output, timing, output.finish_reason, lease)
         self.metrics.parser_invocation(False, bool(output.calls))
         message: dict[str, Any] = {
             "role": "assistant",
@@ -207,7 +216,7 @@ class Simulator:
             "model": chat.model,
         }
         finish_reason = "abort"
-        await self._admit(chat, output, timing)
+        lease = await self._admit(chat, output, timing)
         try:
             await self._until(timing.first_token)
             deadline = timing.first_token
@@ -252,22 +261,37 @@ class Simulator:
                 yield _sse({**usage, "system_fingerprint": FINGERPRINT})
             yield b"data: [DONE]\n\n"
         finally:
-            self._release(chat)
             timing.finished = time.perf_counter()
-            self._observe(chat, output, timing, finish_reason)
+            self._release(chat, output, lease, _generated(timing))
+            self._observe(chat, output, timing, finish_reason, lease)
             if self._timing_log is not None and finish_reason != "abort":
                 self._log_timing(timing, completion_id)
 
-    async def _admit(self, chat: ChatRequest, output: gen.Output, timing: _Timing) -> None:
-        waited = await self.scheduler.admit(_kv_tokens(chat, output))
+    async def _admit(self, chat: ChatRequest, output: gen.Output, timing: _Timing) -> Lease:
+        waited = await self.scheduler.admit()
+        # Looked up as it is scheduled, as vLLM does: a request that waited finds what the
+        # requests before it cached meanwhile. Its KV is held for its whole completion at once.
+        lease = self.prefix_cache.admit(
+            chat.prompt_ids, chat.prompt_tokens + output.completion_tokens
+        )
         # A request that found a free slot starts prefill at arrival: the simulator's own
         # parsing and response set-up are part of the simulated prefill, not added to it.
         timing.admitted = time.perf_counter() if waited else timing.arrival
-        timing.prefill = self.scheduler.prefill_seconds(chat.prompt_tokens)
+        timing.prefill = self.scheduler.prefill_seconds(chat.prompt_tokens - lease.hit_tokens)
         timing.first_token = timing.admitted + timing.prefill
+        return lease
 
-    def _release(self, chat: ChatRequest) -> None:
-        self.scheduler.release(chat.kv_tokens)
+    def _release(self, chat: ChatRequest, output: gen.Output, lease: Lease, generated: int) -> None:
+        self.scheduler.release()
+        answer = answer_tokens(
+            output.content,
+            [(call.name, call.arguments) for call in output.calls],
+            stopped=output.finish_reason != "length",
+        )
+        # The last token sampled is never fed back, so its KV is never computed; an answer cut
+        # short (a client that left) computed as many as it produced, less that last one.
+        computed = len(answer) if generated >= output.completion_tokens else generated
+        self.prefix_cache.finish(lease, chat.prompt_ids + answer[: max(computed - 1, 0)])
 
     async def _until(self, deadline: float) -> None:
         # Absolute deadlines: sleep overshoot does not add up over many tokens. A long sleep
@@ -310,10 +334,15 @@ class Simulator:
     # -- metrics --------------------------------------------------------------------------
 
     def _observe(
-        self, chat: ChatRequest, output: gen.Output, timing: _Timing, finish_reason: str
+        self,
+        chat: ChatRequest,
+        output: gen.Output,
+        timing: _Timing,
+        finish_reason: str,
+        lease: Lease,
     ) -> None:
         m, child = self.metrics, self.metrics.child
-        generated = 1 + len(timing.gaps) if timing.finished >= timing.first_token else 0
+        generated = _generated(timing)
         # The engine finishes a tool call like any other stop; "tool_calls" is an API-level name.
         engine_reason = "stop" if finish_reason == "tool_calls" else finish_reason
         m.success.labels(m.model_name, "0", engine_reason).inc()
@@ -325,14 +354,7 @@ class Simulator:
             chat.max_tokens or self.settings.max_model_len - chat.prompt_tokens
         )
         child(m.prefix_queries).inc(chat.prompt_tokens)
-        reusable = 0
-        if chat.prefix_key in self._prefixes:
-            reusable = chat.prefix_tokens
-        else:
-            if len(self._prefixes) >= PREFIX_CACHE_ENTRIES:
-                self._prefixes.pop(next(iter(self._prefixes)))
-            self._prefixes[chat.prefix_key] = None
-        sources = prompt_sources(chat.prompt_tokens, reusable)
+        sources = prompt_sources(chat.prompt_tokens, lease.hit_tokens)
         child(m.prefix_hits).inc(sources.cached)
         child(m.prompt_cached).inc(sources.cached)
         # the simulated prefix cache is the GPU's own: every hit is a `device` hit
@@ -345,10 +367,10 @@ class Simulator:
         child(m.max_generation_hist).observe(generated)  # with n = 1, the one sequence's
         if generated:
             # No shared engine steps here: each request counts as if it ran alone, a step for
-            # its prefill (the whole prompt and the first token) then one per later token.
-            # The sum is exact; under concurrency vLLM has fewer, larger steps.
+            # its prefill (the prompt tokens not cached and the first token) then one per later
+            # token. The sum is exact; under concurrency vLLM has fewer, larger steps.
             iteration = child(m.iteration_tokens)
-            iteration.observe(chat.prompt_tokens + 1)
+            iteration.observe(sources.local_compute + 1)
             observe_repeated(iteration, 1, generated - 1)
         queue = timing.admitted - timing.arrival
         child(m.queue).observe(queue)
@@ -397,9 +419,9 @@ class _Timing:
         self.gaps: list[float] = []
 
 
-def _kv_tokens(chat: ChatRequest, output: gen.Output) -> int:
-    chat.kv_tokens = chat.prompt_tokens + output.completion_tokens
-    return chat.kv_tokens
+def _generated(timing: _Timing) -> int:
+    """Tokens produced by the time the request ended (none if it ended before its first)."""
+    return 1 + len(timing.gaps) if timing.finished >= timing.first_token else 0
 
 
 def _usage(chat: ChatRequest, output: gen.Output) -> dict[str, int]:

@@ -1,13 +1,14 @@
 """The latency model: profiles, and a scheduler with vLLM's running/waiting semantics.
 
     load_factor(n)  = 1 + slowdown_per_running × (n − 1)          n = requests running now
-    prefill         = (prefill_overhead + prompt_tokens × prefill_per_token) × load_factor(n)
+    prefill         = (prefill_overhead + uncached_tokens × prefill_per_token) × load_factor(n)
     TTFT            = queue_wait + prefill
     token i (i ≥ 1) is emitted one ITL after token i − 1, ITL = itl × load_factor(n)
     e2e             = TTFT + (output_tokens − 1) × ITL
 
 At most `max_num_seqs` requests run; the rest wait in FIFO order, which is what
-`vllm:num_requests_waiting` and `vllm:request_queue_time_seconds` show. Every delay gets an
+`vllm:num_requests_waiting` and `vllm:request_queue_time_seconds` show. `uncached_tokens` is
+the prompt less what the prefix cache (modelsim/prefix_cache.py) holds. Every delay gets an
 optional ± `jitter` fraction from a seeded generator.
 """
 
@@ -63,7 +64,6 @@ class Scheduler:
         self.profile = profile
         self.running = 0
         self.clock = BusyClock()  # for the simulated GPU's activity figures
-        self.kv_tokens_in_use = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._jitter = jitter
         self._random = random.Random(seed)
@@ -77,7 +77,7 @@ class Scheduler:
         p = self.profile
         return p.prefill_overhead_ms == p.prefill_per_token_ms == p.itl_ms == 0
 
-    async def admit(self, kv_tokens: int) -> bool:
+    async def admit(self) -> bool:
         """Take a slot, waiting in FIFO order if none is free; True if the request had to wait."""
         waited = False
         if self.running >= self.profile.max_num_seqs or self._waiters:
@@ -95,11 +95,9 @@ class Scheduler:
         else:
             self.running += 1
             self.clock.update(self.running)
-        self.kv_tokens_in_use += kv_tokens
         return waited
 
-    def release(self, kv_tokens: int) -> None:
-        self.kv_tokens_in_use -= kv_tokens
+    def release(self) -> None:
         self._release_slot()
 
     def _release_slot(self) -> None:
@@ -114,16 +112,14 @@ class Scheduler:
     def load_factor(self) -> float:
         return 1.0 + self.profile.slowdown_per_running * max(self.running - 1, 0)
 
-    def prefill_seconds(self, prompt_tokens: int) -> float:
+    def prefill_seconds(self, uncached_tokens: int) -> float:
+        """The prefill of a prompt of which `uncached_tokens` are not in the prefix cache."""
         p = self.profile
-        ms = (p.prefill_overhead_ms + prompt_tokens * p.prefill_per_token_ms) * self.load_factor()
+        ms = (p.prefill_overhead_ms + uncached_tokens * p.prefill_per_token_ms) * self.load_factor()
         return self._jittered(ms / 1000.0)
 
     def itl_seconds(self) -> float:
         return self._jittered(self.profile.itl_ms * self.load_factor() / 1000.0)
-
-    def kv_cache_usage(self) -> float:
-        return min(self.kv_tokens_in_use / self.profile.kv_cache_tokens, 1.0)
 
     def _jittered(self, seconds: float) -> float:
         if not self._jitter or not seconds:

@@ -37,8 +37,6 @@ CACHED_SOURCES = ("device", "host", "p2p", "disk", "external_unspecified")
 WAITING_REASONS = ("capacity", "deferred")
 SLEEP_STATES = ("awake", "weights_offloaded", "discard_all")
 ADMISSION_REJECTION_REASONS = ("max_num_queued_reqs", "max_num_queued_tokens")
-# vLLM's default KV block on CUDA; the capture's 128 is its CPU build's.
-BLOCK_SIZE = 16
 # The share of GPU memory the gpu profile's KV capacity was derived with (modelsim/latency.py).
 GPU_MEMORY_UTILIZATION = 0.9
 
@@ -62,30 +60,31 @@ class PromptSources:
 
     cached: int  # served from the prefix cache: `prefix_cache_hits`, `prompt_tokens_cached`
     local_compute: int  # prefilled: the prompt minus the cached tokens
-    local_cache_hit: int  # `source="local_cache_hit"`: the cached tokens (+1, see below)
+    local_cache_hit: int  # `source="local_cache_hit"`: the cached tokens
 
 
-def prompt_sources(prompt_tokens: int, reusable_tokens: int) -> PromptSources:
-    """Split a prompt of which the first `reusable_tokens` are in the prefix cache.
+def prompt_sources(prompt_tokens: int, cached_tokens: int) -> PromptSources:
+    """Split a prompt of which the first `cached_tokens` came from the prefix cache.
 
-    vLLM always computes at least the last prompt token (it needs one input to sample from), so
-    at most `prompt_tokens - 1` are cached. When only that token is left to compute, vLLM counts
-    it under `local_compute` and, as a recomputed hit, under `local_cache_hit` too.
+    vLLM 0.32 records the prefix-cache hit once for all three (`PrefillStats.set`): computed +
+    local_cache_hit = the prompt, local_cache_hit = the hits. The cache never reuses the last
+    prompt token (the model needs one input to sample from), so at most prompt − 1 are cached.
     """
-    cached = max(min(reusable_tokens, prompt_tokens - 1), 0)
-    recomputed = 1 if reusable_tokens and cached + 1 == prompt_tokens else 0
-    return PromptSources(cached, prompt_tokens - cached, cached + recomputed)
+    cached = max(min(cached_tokens, prompt_tokens - 1), 0)
+    return PromptSources(cached, prompt_tokens - cached, cached)
 
 
-def cache_config_labels(kv_cache_tokens: int, max_model_len: int) -> dict[str, str]:
-    """`vllm:cache_config_info`'s labels: the simulator's own capacity where it has one, else
+def cache_config_labels(
+    kv_cache_tokens: int, max_model_len: int, block_size: int, user_specified_block_size: bool
+) -> dict[str, str]:
+    """`vllm:cache_config_info`'s labels: the simulator's own capacity and block size, else
     what vLLM 0.32 reports for a dense model with prefix caching on and no offloading."""
     return {
         "_block_size_resolved": "True",
-        "block_size": str(BLOCK_SIZE),
+        "block_size": str(block_size),
         "cache_dtype": "auto",
         "cache_hit_alignment_tokens": "None",
-        "effective_attention_block_size": str(BLOCK_SIZE),
+        "effective_attention_block_size": str(block_size),
         "enable_mamba_shared_prefix_checkpoint": "False",
         "enable_prefix_caching": "True",
         "engine": "0",
@@ -107,7 +106,7 @@ def cache_config_labels(kv_cache_tokens: int, max_model_len: int) -> dict[str, s
         "mamba_page_size_padded": "None",
         "mamba_ssm_cache_dtype": "float32",
         "num_cpu_blocks": "None",
-        "num_gpu_blocks": str(kv_cache_tokens // BLOCK_SIZE),
+        "num_gpu_blocks": str(kv_cache_tokens // block_size),
         "num_gpu_blocks_override": "None",
         "prefix_cache_retention_interval": "0",
         "prefix_caching_hash_algo": "sha256",
@@ -118,12 +117,19 @@ def cache_config_labels(kv_cache_tokens: int, max_model_len: int) -> dict[str, s
         "swa_bounded_replay": "True",
         "use_kda_recoverssm": "False",
         "use_replayssm": "False",
-        "user_specified_block_size": "False",
+        "user_specified_block_size": str(user_specified_block_size),
     }
 
 
 class VllmMetrics:
-    def __init__(self, model_name: str, max_model_len: int, kv_cache_tokens: int) -> None:
+    def __init__(
+        self,
+        model_name: str,
+        max_model_len: int,
+        kv_cache_tokens: int,
+        block_size: int,
+        user_specified_block_size: bool = False,
+    ) -> None:
         self.registry = r = CollectorRegistry()
         labels = ["model_name", "engine"]
         self._label_values = (model_name, "0")
@@ -311,7 +317,9 @@ class VllmMetrics:
             registry=r,
         )
         # vLLM labels this one with `engine` only; an info gauge whose labels are the settings.
-        cache_config = cache_config_labels(kv_cache_tokens, max_model_len)
+        cache_config = cache_config_labels(
+            kv_cache_tokens, max_model_len, block_size, user_specified_block_size
+        )
         self.cache_config = Gauge(
             "vllm:cache_config_info",
             "The KV cache configuration, as labels of a constant 1.",

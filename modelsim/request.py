@@ -11,9 +11,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from common import tokens
 from common.chat import InvalidContent, content_text
 
+from . import prompt
 from .errors import ApiError
 
 ROLES = {"system", "developer", "user", "assistant", "tool"}
@@ -28,10 +28,11 @@ class ChatRequest:
     max_tokens: int | None
     stream: bool
     include_usage: bool
-    prompt_tokens: int
-    prefix_tokens: int  # system prompt + tools: the part agent requests share
-    prefix_key: int  # identifies that shared part, for the prefix-cache model
-    kv_tokens: int = 0  # prompt + completion tokens held while the request runs
+    prompt_ids: list[str]  # the rendered prompt's tokens, which the prefix cache hashes
+
+    @property
+    def prompt_tokens(self) -> int:
+        return len(self.prompt_ids)
 
     @property
     def forced_tool(self) -> str | None:
@@ -89,7 +90,8 @@ def parse(body: bytes, *, strict: bool, max_model_len: int) -> ChatRequest:
     if strict:
         check_transcript(messages)
 
-    prompt_tokens, prefix_tokens, prefix_key = count_prompt(messages, tools)
+    prompt_ids = prompt.prompt_tokens(messages, tools)
+    prompt_tokens = len(prompt_ids)
     if prompt_tokens + (max_tokens or 0) > max_model_len:
         raise ApiError(
             400,
@@ -106,9 +108,7 @@ def parse(body: bytes, *, strict: bool, max_model_len: int) -> ChatRequest:
         max_tokens=max_tokens,
         stream=stream,
         include_usage=bool(stream_options.get("include_usage")),
-        prompt_tokens=prompt_tokens,
-        prefix_tokens=prefix_tokens,
-        prefix_key=prefix_key,
+        prompt_ids=prompt_ids,
     )
 
 
@@ -160,25 +160,6 @@ def check_transcript(messages: list[dict[str, Any]]) -> None:
             f"response messages: {', '.join(unanswered)}",
             param="messages",
         )
-
-
-def count_prompt(
-    messages: list[dict[str, Any]], tools: list[dict[str, Any]]
-) -> tuple[int, int, int]:
-    """(prompt tokens, shared-prefix tokens, prefix key) under the documented counting rules."""
-    total = tokens.TOKENS_PER_REQUEST + tokens.tools_tokens(tools)
-    prefix = total
-    prefix_parts = [json.dumps(tools, ensure_ascii=False) if tools else ""]
-    leading_system = True
-    for message in messages:
-        n = tokens.message_tokens(message)
-        total += n
-        if leading_system and message.get("role") in ("system", "developer"):
-            prefix += n
-            prefix_parts.append(content_text(message.get("content")))
-        else:
-            leading_system = False
-    return total, prefix, hash(tuple(prefix_parts))
 
 
 def _is_function_tool(tool: Any) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from common.entrypoint import CommaList, LogLevel
@@ -28,6 +28,12 @@ class SimSettings(BaseSettings):
     slowdown_per_running: float | None = Field(None, ge=0)
     max_num_seqs: int | None = Field(None, ge=1)
     kv_cache_tokens: int | None = Field(None, ge=1)
+    block_size: int = Field(
+        16,
+        ge=1,
+        description="Tokens per KV block: the prefix cache's unit (vLLM's --block-size; 16 is "
+        "its default on a GPU, its CPU build uses 128).",
+    )
     jitter: float = Field(0.0, ge=0, lt=1, description="± fraction applied to every delay.")
     seed: int | None = Field(None, description="Seed for the jitter; unset = unseeded.")
     validation: Literal["strict", "lenient"] = "strict"
@@ -51,6 +57,21 @@ class SimSettings(BaseSettings):
     def _gpu_indices(cls, value: list[str]) -> list[str]:
         if not value or not all(gpu.isdigit() for gpu in value):
             raise ValueError(f"expected comma-separated GPU indices (e.g. 0,1), got {value!r}")
+        return value
+
+    @field_validator("block_size")
+    @classmethod
+    def _block_fits(cls, value: int, info: ValidationInfo) -> int:
+        from .latency import PROFILES  # the profiles need these settings; read them late
+
+        profile = info.data.get("profile")
+        capacity = info.data.get("kv_cache_tokens") or (
+            PROFILES[profile].kv_cache_tokens if profile in PROFILES else None
+        )
+        if capacity is not None and value > capacity:
+            raise ValueError(
+                f"a block of {value} tokens is larger than the whole KV cache ({capacity} tokens)"
+            )
         return value
 
     @field_validator("fault")

@@ -15,7 +15,6 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from modelsim.metrics import prompt_sources
-from modelsim.request import count_prompt
 
 from .conftest import LEAVE_TOOLS, SEED_REQUEST, SYSTEM
 
@@ -206,13 +205,11 @@ def test_families_without_a_model_stay_constant(exercised_metrics):
         assert sample_value(exercised_metrics, cached_by_source, source=source) == 0, source
 
 
-def test_a_shared_prefix_is_counted_as_cached_prompt_tokens(sim_url):
+def test_a_repeated_prompt_is_counted_as_cached_prompt_tokens(sim_url):
     # a system prompt no earlier test sent, so the first request misses the prefix cache
     system = f"{SYSTEM}（{uuid.uuid4().hex}）"
     messages = [{"role": "system", "content": system}, {"role": "user", "content": SEED_REQUEST}]
     body = {"model": "leave-copilot", "messages": messages, "tools": LEAVE_TOOLS}
-    prompt, prefix, _ = count_prompt(messages, LEAVE_TOOLS)
-    assert 0 < prefix < prompt
 
     def delta(before: str, after: str, name: str, **labels: str) -> float:
         return sample_value(after, name, **labels) - sample_value(before, name, **labels)
@@ -238,7 +235,11 @@ def test_a_shared_prefix_is_counted_as_cached_prompt_tokens(sim_url):
         }
         for a, b in itertools.pairwise(pages)
     )
-    assert usages[0]["prompt_tokens"] == usages[1]["prompt_tokens"] == prompt
+    prompt = usages[0]["prompt_tokens"]
+    assert usages[1]["prompt_tokens"] == prompt
+    # every whole 16-token block of the prompt but its last token, which is always computed
+    prefix = (prompt - 1) // 16 * 16
+    assert 0 < prefix < prompt
     assert first == {
         "prompt": prompt, "hits": 0, "cached": 0, "device": 0, "compute": prompt,
         "cache_hit": 0, "kv_computed": prompt,
@@ -250,7 +251,9 @@ def test_a_shared_prefix_is_counted_as_cached_prompt_tokens(sim_url):
 
 
 def test_per_request_histograms_count_what_was_served(sim_url):
-    body = {**BODY, "messages": [{"role": "user", "content": "今天天氣如何？"}], "max_tokens": 500}
+    # a question no earlier test asked: only the tools' blocks, which every test sends, hit
+    question = f"今天天氣如何？{uuid.uuid4().hex}"
+    body = {**BODY, "messages": [{"role": "user", "content": question}], "max_tokens": 500}
     with httpx.Client(base_url=sim_url) as http:
         before = http.get("/metrics").text
         usage = http.post("/v1/chat/completions", json=body).raise_for_status().json()["usage"]
@@ -260,10 +263,12 @@ def test_per_request_histograms_count_what_was_served(sim_url):
         return sample_value(after, name) - sample_value(before, name)
 
     prompt, generated = usage["prompt_tokens"], usage["completion_tokens"]
-    assert generated > 1
-    # one step for the prefill (prompt and first token), then one per generated token
+    cached = delta("vllm:prefix_cache_hits_total")
+    assert generated > 1 and cached > 0
+    # one step for the prefill (the tokens not cached, and the first token), then one per
+    # generated token: vLLM observes computed prompt tokens + generated tokens per step
     assert delta("vllm:iteration_tokens_total_count") == generated
-    assert delta("vllm:iteration_tokens_total_sum") == prompt + generated
+    assert delta("vllm:iteration_tokens_total_sum") == prompt - cached + generated
     assert (
         sample_value(after, "vllm:iteration_tokens_total_bucket", le="1.0")
         - sample_value(before, "vllm:iteration_tokens_total_bucket", le="1.0")
@@ -278,23 +283,23 @@ def test_per_request_histograms_count_what_was_served(sim_url):
 
 
 @pytest.mark.parametrize(
-    ("prompt", "reusable", "cached", "local_compute", "local_cache_hit"),
+    ("prompt", "hits", "cached", "local_compute", "local_cache_hit"),
     [
         (100, 0, 0, 100, 0),
-        (100, 60, 60, 40, 60),
-        # all of it reusable: vLLM computes the last token anyway, yet reports it as a hit too
-        (100, 100, 99, 1, 100),
+        (100, 64, 64, 36, 64),
+        (97, 96, 96, 1, 96),  # all but the last token, which is always computed
+        (100, 100, 99, 1, 99),
     ],
 )
-def test_prompt_sources_split_as_vllm_counts(
-    prompt, reusable, cached, local_compute, local_cache_hit
-):
-    sources = prompt_sources(prompt, reusable)
+def test_prompt_sources_split_as_vllm_counts(prompt, hits, cached, local_compute, local_cache_hit):
+    sources = prompt_sources(prompt, hits)
     assert (sources.cached, sources.local_compute, sources.local_cache_hit) == (
         cached,
         local_compute,
         local_cache_hit,
     )
+    # vLLM 0.32's PromptTokenStats: computed + local_cache_hit = the prompt
+    assert sources.local_compute + sources.local_cache_hit == prompt
 
 
 async def test_requests_beyond_max_num_seqs_wait_for_capacity(start_simulator):

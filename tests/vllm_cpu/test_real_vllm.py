@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 from typing import Any
@@ -432,3 +433,109 @@ def test_locust_against_the_real_server_agrees_with_its_own_metrics(vllm_url, tm
             and not live.query(rule["record"])
         ]
         assert missing == [], "no data on the real server:\n" + "\n".join(missing)
+
+
+# -- the simulator's prefix cache against vLLM's ---------------------------------------------
+# Words of at most four letters that the model's tokenizer keeps whole: the stand-in tokenizer
+# counts one token per such word too, so both servers' prompts are about as long and their
+# block boundaries fall in the same places; what differs is then the cache, not the counting.
+SHORT_TEXT = (
+    "we keep a log of each day off and each sick day for the team so that you can see who is "
+    "out and who is in on any day of the week"
+)
+SHORT_WORDS = SHORT_TEXT.split()
+
+
+def short_words(count: int, step: int) -> str:
+    return " ".join(SHORT_WORDS[(i * step) % len(SHORT_WORDS)] for i in range(count))
+
+
+def cache_sequence(base: str, nonce: str) -> list[dict[str, Any]]:
+    """A session of three growing turns (each carrying the server's own last answer, as an
+    agent loop does), a new session with the same system prompt, and an unrelated prompt; per
+    request its prompt length, the prefix-cache counters' deltas and, from vLLM, token ids."""
+    system = {"role": "system", "content": f"{nonce} {short_words(220, 1)}"}
+    ask = {"role": "user", "content": f"can you book me a day off next week {short_words(130, 3)}"}
+    rows: list[dict[str, Any]] = []
+
+    def send(name: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        before = [vllm_counter(base, f"vllm:prefix_cache_{n}_total") for n in ("queries", "hits")]
+        body = {"model": "leave-copilot", "messages": messages, "max_tokens": 16,
+                "temperature": 0, "return_token_ids": True}  # fmt: skip
+        answer = httpx.post(f"{base}/v1/chat/completions", json=body, timeout=600)
+        answer.raise_for_status()
+        data = answer.json()
+        prompt = data["usage"]["prompt_tokens"]
+        wait_until(  # the engine's stats of the request have reached its /metrics
+            lambda: vllm_counter(base, "vllm:prefix_cache_queries_total") - before[0] >= prompt,
+            timeout=30,
+            what="the request's prefix-cache queries on /metrics",
+        )
+        after = [vllm_counter(base, f"vllm:prefix_cache_{n}_total") for n in ("queries", "hits")]
+        choice = data["choices"][0]
+        rows.append({
+            "name": name, "prompt": prompt, "queries": after[0] - before[0],
+            "hits": after[1] - before[1], "prompt_ids": data.get("prompt_token_ids"),
+            "output_ids": choice.get("token_ids"),
+        })  # fmt: skip
+        return [*messages, {"role": "assistant", "content": choice["message"]["content"]}]
+
+    turn = send("turn 1", [system, ask])
+    more = f"and the day after {short_words(70, 5)}"
+    turn = send("turn 2", [*turn, {"role": "user", "content": more}])
+    send("turn 3", [*turn, {"role": "user", "content": f"also for my son {short_words(70, 7)}"}])
+    send("same system", [system, {"role": "user", "content": f"who is out {short_words(40, 11)}"}])
+    other = {"role": "system", "content": f"other {short_words(220, 1)}"}
+    send("unrelated", [other, ask])
+    return rows
+
+
+def test_the_simulators_prefix_cache_hits_what_vllms_does(vllm_url, tmp_path):
+    """The same sequence of prompts to the real server and to the simulator set to its block
+    size: per request, the hits are within one block of each other. And the simulator's cache
+    model, fed the real server's own token ids, predicts its counters exactly."""
+    from modelsim.prefix_cache import PrefixCache
+
+    families = text_string_to_metric_families(httpx.get(f"{vllm_url}/metrics").text)
+    (config,) = (
+        s.labels for f in families for s in f.samples if s.name == "vllm:cache_config_info"
+    )
+    block = int(config["block_size"])
+    nonce = " ".join(random.Random().choices(SHORT_WORDS, k=8))  # vLLM's cache has no block
+    real = cache_sequence(vllm_url, nonce)
+    with model_simulator(tmp_path, profile="instant", block_size=str(block)) as sim:
+        ours = cache_sequence(sim, nonce)
+
+    model = PrefixCache(block, 10**6)
+    predicted = []
+    for row in real:
+        prompt_ids, output_ids = row["prompt_ids"], row["output_ids"]
+        lease = model.admit(prompt_ids, len(prompt_ids) + len(output_ids))
+        model.finish(lease, prompt_ids + output_ids[:-1])  # the last token sampled: never fed
+        predicted.append(lease.hit_tokens)
+
+    print(f"\nprefix-cache hits per request, block size {block} (tokens, blocks, share of prompt)")
+    print(f"{'request':<12} {'vLLM prompt':>11} {'hits':>5} {'blk':>4} {'share':>6}   "
+          f"{'sim prompt':>10} {'hits':>5} {'blk':>4} {'share':>6}   model on vLLM ids")  # fmt: skip
+    for ours_row, real_row, guess in zip(ours, real, predicted, strict=True):
+        print(
+            f"{real_row['name']:<12} {real_row['prompt']:>11} {real_row['hits']:>5.0f} "
+            f"{real_row['hits'] // block:>4.0f} {real_row['hits'] / real_row['prompt']:>6.0%}   "
+            f"{ours_row['prompt']:>10} {ours_row['hits']:>5.0f} {ours_row['hits'] // block:>4.0f} "
+            f"{ours_row['hits'] / ours_row['prompt']:>6.0%}   {guess:>5}"
+        )
+    for server in (real, ours):
+        assert [row["queries"] for row in server] == [row["prompt"] for row in server]
+    # the model reproduces the real counters on the real tokens
+    assert predicted == [row["hits"] for row in real]
+    for ours_row, real_row in zip(ours, real, strict=True):
+        # the comparison is meaningful only where the two tokenizers count alike
+        assert abs(ours_row["prompt"] - real_row["prompt"]) <= 0.05 * real_row["prompt"], ours_row
+        assert abs(ours_row["hits"] - real_row["hits"]) <= block, (ours_row, real_row)
+    for server in (real, ours):
+        first, second, third, same_system, unrelated = server
+        assert first["hits"] == unrelated["hits"] == 0
+        # the first answer completed a block past the first prompt, which the next turn reused
+        assert second["hits"] > first["prompt"] // block * block
+        assert third["hits"] >= 0.6 * third["prompt"]
+        assert 0 < same_system["hits"] < same_system["prompt"] / 2
