@@ -201,6 +201,15 @@ def read_turn(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
 
 def decide(turn: Turn) -> Decision:
     say = _English() if turn.english else _Chinese()
+    try:
+        return _decide(turn, say)
+    except (KeyError, TypeError, AttributeError, ValueError):
+        # A tool result not shaped as the leave tools answer (a list, a leave without its
+        # fields): a model answers something, it never fails the request.
+        return Decision(text=say.unreadable())
+
+
+def _decide(turn: Turn, say: _Voice) -> Decision:
     intent = detect_intent(turn.request)
     if intent is None:
         return Decision(text=say.unknown())
@@ -387,6 +396,7 @@ def _json(text: str | None) -> Any:
 
 class _Voice(Protocol):
     def unknown(self) -> str: ...
+    def unreadable(self) -> str: ...
     def error(self, message: str) -> str: ...
     def balance(self, data: Any) -> str: ...
     def nothing_found(self, keyword: str) -> str: ...
@@ -423,6 +433,9 @@ VERB_EN = {
 class _Chinese(_Voice):
     def unknown(self) -> str:
         return "抱歉，我是差勤助手，只能協助查詢、申請、送審、核准或取消假單，以及查詢假期餘額。"
+
+    def unreadable(self) -> str:
+        return "我讀不懂工具回傳的內容，請查詢假單確認目前的狀態。"
 
     def error(self, message: str) -> str:
         return f"這個操作沒有完成：{message}"
@@ -479,6 +492,9 @@ class _English(_Voice):
             "Sorry, I am the leave assistant: I can search, create, submit, approve or cancel "
             "leave requests and check your balance."
         )
+
+    def unreadable(self) -> str:
+        return "I could not read the tool's answer; please check the leave's current status."
 
     def error(self, message: str) -> str:
         return f"That did not go through: {message}"

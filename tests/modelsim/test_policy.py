@@ -202,3 +202,20 @@ def test_a_search_and_balance_batch_is_decided_by_the_search():
     assert decision.tool_calls == (
         policy.ToolCall("update_leave_status", {"leave_id": "LV-1a2b3c", "status": "submitted"}),
     )
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        json.dumps([DRAFT], ensure_ascii=False),  # a list where the search answers an object
+        json.dumps({"leaves": [{"leave_id": "LV-1a2b3c"}]}),  # a leave without its fields
+        json.dumps({"leaves": "none"}),
+        json.dumps({"balances": [{"leave_type": "特休"}]}),
+    ],
+)
+def test_a_tool_result_not_shaped_as_the_tools_answer_gets_an_answer_not_a_failure(result):
+    chat = Conversation("查一下我的特休假單" if "balances" not in result else "我的特休還有幾天？")
+    chat.answer(chat.step(), result)
+    final = chat.step()
+    assert final.tool_calls == ()
+    assert final.text == "我讀不懂工具回傳的內容，請查詢假單確認目前的狀態。"
