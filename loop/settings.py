@@ -12,7 +12,8 @@ from common.entrypoint import CommaList, DatabaseUrl, HttpUrl, LogLevel
 
 
 class LoopSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="LOOP_", extra="ignore")
+    # compose passes a variable a site left unset as empty: empty means the default
+    model_config = SettingsConfigDict(env_prefix="LOOP_", extra="ignore", env_ignore_empty=True)
 
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=1, le=65535)

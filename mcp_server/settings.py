@@ -17,7 +17,8 @@ LOOPBACK_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"
 
 
 class ServerSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="MCP_", extra="ignore")
+    # compose passes a variable a site left unset as empty: empty means the default
+    model_config = SettingsConfigDict(env_prefix="MCP_", extra="ignore", env_ignore_empty=True)
 
     host: str = Field("127.0.0.1", description="Interface to bind; 0.0.0.0 only in containers.")
     port: int = Field(8090, ge=1, le=65535)

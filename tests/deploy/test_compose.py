@@ -272,3 +272,38 @@ def test_compose_binary_is_the_real_v2():
         [compose.compose_binary(), "version", "--short"], capture_output=True, text=True
     ).stdout.strip()
     assert version.startswith("2.")
+
+
+# -- what a site sets in deploy/.env reaches the process that reads it --------------------------
+
+SIGN_IN = {
+    "MCP_OIDC_ISSUER": "https://login.example.com/",
+    "MCP_OIDC_AUDIENCE": "https://leave.example.com/mcp",
+    "MCP_OIDC_JWKS_URL": "https://login.example.com/keys",
+    "MCP_OIDC_EMPLOYEE_CLAIM": "staff_no",
+    "MCP_OIDC_ALGORITHMS": "ES256",
+    "MCP_OIDC_JWKS_REFRESH_SECONDS": "120",
+    "MCP_OIDC_JWKS_MAX_STALE_SECONDS": "900",
+}
+
+
+def test_single_sign_on_set_in_the_env_file_reaches_the_mcp_server(tmp_path):
+    env = tmp_path / ".env"
+    extra = [f"{name}={value}" for name, value in SIGN_IN.items()]
+    extra.append("LOOP_REJECTED_TOKEN_CACHE_SECONDS=5")
+    env.write_text(compose.EXAMPLE_ENV.read_text() + "\n".join(extra) + "\n")
+    services = compose.config(sim=True, env_file=env, environ={"PATH": "/usr/bin:/bin"})["services"]
+    for service in ("mcp-server", "mcp-seed"):
+        environment = services[service]["environment"]
+        assert {name: environment.get(name) for name in SIGN_IN} == SIGN_IN, service
+    assert services["loop"]["environment"]["LOOP_REJECTED_TOKEN_CACHE_SECONDS"] == "5"
+
+
+def test_sign_in_left_unset_in_the_env_file_is_unset_for_the_mcp_server(sim, monkeypatch):
+    from mcp_server.settings import ServerSettings
+
+    for name, value in sim["services"]["mcp-server"]["environment"].items():
+        monkeypatch.setenv(name, value or "")
+    settings = ServerSettings()
+    assert settings.oidc_issuer is None and settings.oidc_jwks_url is None
+    assert settings.oidc_employee_claim == "employee_id"
