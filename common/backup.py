@@ -17,6 +17,7 @@ import os
 import shutil
 import sqlite3
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterable
 from contextlib import closing
@@ -30,8 +31,16 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 PG_DUMP_HEADER = b"PGDMP"
 
 
+# The path that means standard output (backup) or standard input (restore): in a container,
+# `compose exec -T … backup - > FILE` needs no copy in or out, nor a file the service's user
+# can read.
+STDIO = Path("-")
+
+
 def backup(url: str, path: Path, tables: Iterable[str], what: str) -> str:
     """Copy the database at `url` to `path`; what was written, in words."""
+    if path == STDIO:
+        return _backup_to_stdout(url, tables, what)
     parsed = make_url(url)
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
@@ -54,8 +63,22 @@ def backup(url: str, path: Path, tables: Iterable[str], what: str) -> str:
     return f"backed up {what} to {path} ({path.stat().st_size:,} bytes)"
 
 
+def _backup_to_stdout(url: str, tables: Iterable[str], what: str) -> str:
+    if sys.stdout.isatty():
+        raise CommandError("backup: standard output is a terminal: `backup - > FILE`")
+    with tempfile.TemporaryDirectory(prefix="backup.") as folder:
+        copy = Path(folder) / "backup"
+        backup(url, copy, tables, what)
+        with copy.open("rb") as source:
+            shutil.copyfileobj(source, sys.stdout.buffer)
+        sys.stdout.buffer.flush()
+        return f"backed up {what} to standard output ({copy.stat().st_size:,} bytes)"
+
+
 def restore(url: str, path: Path, tables: Iterable[str], what: str) -> str:
     """Replace the database at `url` with the backup at `path` (stop the service first)."""
+    if path == STDIO:
+        return _restore_from_stdin(url, tables, what)
     parsed = make_url(url)
     if not path.is_file():
         raise CommandError(f"restore: no file {path}")
@@ -70,11 +93,27 @@ def restore(url: str, path: Path, tables: Iterable[str], what: str) -> str:
     return f"restored {what} from {path}"
 
 
+def _restore_from_stdin(url: str, tables: Iterable[str], what: str) -> str:
+    if sys.stdin.isatty():
+        raise CommandError("restore: standard input is a terminal: `restore - < FILE`")
+    with tempfile.TemporaryDirectory(prefix="restore.") as folder:
+        copy = Path(folder) / "backup"
+        with copy.open("wb") as target:
+            shutil.copyfileobj(sys.stdin.buffer, target)
+        if copy.stat().st_size == 0:
+            raise CommandError("restore: standard input was empty: `restore - < FILE`")
+        restore(url, copy, tables, what)
+    return f"restored {what} from standard input"
+
+
 def check(path: Path, url: URL, tables: Iterable[str], what: str) -> None:
     """CommandError unless `path` is a whole backup of this kind of database with its tables."""
     wanted = set(tables)
-    with path.open("rb") as file:
-        head = file.read(16)
+    try:
+        with path.open("rb") as file:
+            head = file.read(16)
+    except OSError as error:
+        raise CommandError(f"restore: cannot read {path}: {error.strerror}") from None
     if url.get_backend_name() == "sqlite":
         if head != SQLITE_HEADER:
             raise CommandError(f"restore: {path} is not a SQLite backup of {what}")

@@ -32,8 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     export.add_argument("--since", type=_when, help="created at or after (ISO 8601)")
     export.add_argument("--until", type=_when, help="created before (ISO 8601)")
     for name, what in (
-        ("backup", "copy the run store to PATH (online)"),
-        ("restore", "replace the run store with a backup (stop the loop first)"),
+        ("backup", "copy the run store to PATH (online; - for standard output)"),
+        ("restore", "replace the run store with a backup (stop the loop first; - for stdin)"),
     ):
         command = commands.add_parser(name, help=what)
         command.add_argument("path", type=Path)
@@ -53,7 +53,9 @@ def main(argv: list[str] | None = None) -> int:
         from .store import Base
 
         act = backup.backup if args.command == "backup" else backup.restore
-        print(act(settings.store_url, args.path, Base.metadata.tables, "the run store"))
+        said = act(settings.store_url, args.path, Base.metadata.tables, "the run store")
+        # with `-` standard output may carry the backup itself
+        print(said, file=sys.stderr if args.path == backup.STDIO else sys.stdout)
         return 0
     if args.command == "export":
         from .export import export_runs

@@ -29,7 +29,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     importer = commands.add_parser(
         "import", help="create or update the company's people from a CSV export (UTF-8)"
     )
-    importer.add_argument("file", type=Path)
+    importer.add_argument("file", type=Path, help="the CSV file; - for standard input")
     importer.add_argument("--dry-run", action="store_true", help="say what would change")
     issue = commands.add_parser("issue-token", help="issue a bearer token (printed once)")
     issue.add_argument("employee_id")
@@ -44,8 +44,8 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     deactivate.add_argument("employee_id")
     commands.add_parser("remove-demo-data", help="delete the demo tokens and demo employees")
     for name, what in (
-        ("backup", "copy the leave database to PATH (online)"),
-        ("restore", "replace the leave database with a backup (stop it first)"),
+        ("backup", "copy the leave database to PATH (online; - for standard output)"),
+        ("restore", "replace the leave database with a backup (stop it first; - for stdin)"),
     ):
         command = commands.add_parser(name, help=what)
         command.add_argument("path", type=Path)
@@ -79,7 +79,9 @@ def run(args: argparse.Namespace, settings: ServerSettings, database: Database) 
         from common import backup
 
         act = backup.backup if command == "backup" else backup.restore
-        print(act(settings.database_url, args.path, Base.metadata.tables, "the leave database"))
+        said = act(settings.database_url, args.path, Base.metadata.tables, "the leave database")
+        # with `-` standard output may carry the backup itself
+        print(said, file=sys.stderr if args.path == backup.STDIO else sys.stdout)
         return 0
     if command == "remove-demo-data":
         tokens, employees = remove_demo_data(database)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,10 +63,11 @@ class Changes:
 
 
 def read(path: Path) -> list[Person]:
-    """Every row of the file, checked on its own and against the others; ImportRefused
-    listing every problem with its line number."""
+    """Every row of the file (`-`: standard input), checked on its own and against the
+    others; ImportRefused listing every problem with its line number."""
     try:
-        text = path.read_bytes().decode("utf-8-sig")
+        data = sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
+        text = data.decode("utf-8-sig")
     except OSError as error:
         raise ImportRefused([f"{path}: cannot read it: {error.strerror}"]) from None
     except UnicodeDecodeError as error:

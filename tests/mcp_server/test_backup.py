@@ -7,13 +7,20 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import os
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import anyio.to_thread
 import httpx
+import pytest
 
+from common import backup
+from common.entrypoint import CommandError
 from loop.store import RunRecord, RunStore
-from tests.support import mcp_server, run_to_exit
+from tests.support import REPO_ROOT, mcp_server, run_to_exit
 
 from .conftest import find
 from .test_http import session
@@ -166,3 +173,87 @@ def test_a_backup_that_cannot_be_written_and_a_file_that_is_no_backup_are_one_li
     assert run_to_exit(["loop", "backup", str(other)], {"LOOP_STORE_URL": loop_url})[0] == 0
     status, said = run_to_exit(["mcp_server", "restore", str(other)], env)
     assert status == 2 and "is not a backup of the leave database (no " in said
+
+
+def _piped(module_args: list[str], env: dict[str, str], stdin=None, stdout=None):
+    """`python -m …` with its standard input or output on a file, as `… - > FILE` runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", *module_args],
+        cwd=REPO_ROOT,
+        env={**os.environ, **env},
+        stdin=stdin if stdin is not None else subprocess.DEVNULL,
+        stdout=stdout if stdout is not None else subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=False,
+        timeout=120,
+    )
+
+
+def test_a_backup_goes_to_standard_output_and_a_restore_reads_standard_input(
+    tmp_path, new_database_url
+):
+    """`compose exec -T mcp-server … backup - > FILE`: no file to copy out of the container, nor
+    one the service's user cannot read to copy in."""
+    source = new_database_url(tmp_path, "live")
+    assert run_to_exit(["mcp_server", "seed"], {"MCP_DATABASE_URL": source})[0] == 0
+    saved = tmp_path / "leave.backup"
+    with saved.open("wb") as out:
+        done = _piped(["mcp_server", "backup", "-"], {"MCP_DATABASE_URL": source}, stdout=out)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.decode().startswith("backed up the leave database to standard output (")
+    restored = new_database_url(tmp_path, "restored")
+    with saved.open("rb") as backup_file:
+        done = _piped(["mcp_server", "restore", "-"], {"MCP_DATABASE_URL": restored},
+                      stdin=backup_file)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.decode().strip() == "restored the leave database from standard input"
+    assert len(_leave_ids(restored)) == len(_leave_ids(source)) > 0
+
+    empty = _piped(["mcp_server", "restore", "-"], {"MCP_DATABASE_URL": restored})
+    assert empty.returncode == 2
+    assert empty.stderr.decode().strip() == (
+        "error: restore: standard input was empty: `restore - < FILE`"
+    )
+    assert len(_leave_ids(restored)) == len(_leave_ids(source))
+
+    loop_url = new_database_url(tmp_path, "loop")
+    RunStore(loop_url).dispose()
+    loop_saved = tmp_path / "loop.backup"
+    with loop_saved.open("wb") as out:
+        done = _piped(["loop", "backup", "-"], {"LOOP_STORE_URL": loop_url}, stdout=out)
+    assert done.returncode == 0 and loop_saved.stat().st_size > 0, done.stderr
+    with loop_saved.open("rb") as backup_file:  # the loop's backup is no leave database
+        refused = _piped(["mcp_server", "restore", "-"], {"MCP_DATABASE_URL": restored},
+                         stdin=backup_file)  # fmt: skip
+    assert refused.returncode == 2
+    assert "is not a backup of the leave database" in refused.stderr.decode()
+
+
+def test_a_backup_file_that_cannot_be_read_is_named_not_the_database(tmp_path, monkeypatch):
+    """A file copied into a container as root, 0600, is unreadable to the service's user: the
+    error names the file (it named MCP_DATABASE_URL, as if the database could not be opened)."""
+    backup_file = tmp_path / "restore.backup"
+    backup_file.write_bytes(backup.SQLITE_HEADER)
+    real_open = Path.open
+
+    def unreadable(path: Path, *args, **kwargs):
+        if path == backup_file:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", unreadable)
+    url = f"sqlite:///{tmp_path / 'leave.db'}"
+    with pytest.raises(CommandError) as refused:
+        backup.restore(url, backup_file, ["leaves"], "the leave database")
+    assert str(refused.value) == f"restore: cannot read {backup_file}: Permission denied"
+
+
+def _leave_ids(url: str) -> set[str]:
+    from mcp_server.storage import Database, Leave
+
+    db = Database(url)
+    try:
+        with db.read() as s:
+            return {leave.id for leave in s.query(Leave)}
+    finally:
+        db.dispose()
