@@ -30,6 +30,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
 from benchmarks.seed_loop import seed_loop  # noqa: E402
+from common.stats import percentile  # noqa: E402
 from loop.engine import AgentLoop, ToolInfo, ToolResult  # noqa: E402
 from loop.mcp_pool import McpPool  # noqa: E402
 from loop.model import OpenAIChatModel  # noqa: E402
@@ -156,7 +157,7 @@ async def main_async(
         )
         if label == "sequential":
             ordered = sorted(overhead_ms)
-            p99 = ordered[max(int(len(ordered) * 0.99) - 1, 0)]
+            p99 = percentile(ordered, 99)
             mcp_p50 = statistics.median(tools.raw_ms)
             print(
                 f"loop overhead per tool call beyond the MCP round trip: "

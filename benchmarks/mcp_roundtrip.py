@@ -27,6 +27,7 @@ from mcp.client.streamable_http import streamable_http_client
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
+from common.stats import percentile  # noqa: E402
 from stack.processes import ServiceProcess, free_port  # noqa: E402
 
 
@@ -55,7 +56,7 @@ async def measure(url: str, mode: str, clients: int, calls: int) -> dict[str, fl
     return {
         "calls": len(latencies),
         "p50_ms": statistics.median(latencies) * 1000,
-        "p99_ms": latencies[int(len(latencies) * 0.99) - 1] * 1000,
+        "p99_ms": percentile(latencies, 99) * 1000,
         "calls_per_s": len(latencies) / elapsed,
     }
 

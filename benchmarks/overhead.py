@@ -38,7 +38,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import AsyncExitStack, ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +54,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from benchmarks.loop_overhead import make_drafts, run_concurrently  # noqa: E402
 from benchmarks.seed_loop import seed_loop  # noqa: E402
+from common.stats import percentile  # noqa: E402
 from loop.engine import AgentLoop, RunStatus, ToolInfo, ToolResult  # noqa: E402
 from loop.mcp_pool import McpPool  # noqa: E402
 from loop.model import OpenAIChatModel  # noqa: E402
@@ -120,10 +121,6 @@ class Measured:
     cpu_ms: float  # per run or call, of the process under test
 
 
-def percentile(ordered: Sequence[float], share: float) -> float:
-    return ordered[min(int(len(ordered) * share), len(ordered) - 1)]
-
-
 async def measure(
     requests: list[Any],
     concurrency: int,
@@ -138,7 +135,7 @@ async def measure(
     return Measured(
         rate=rate,
         p50_ms=statistics.median(latencies) * 1000,
-        p99_ms=percentile(latencies, 0.99) * 1000,
+        p99_ms=percentile(latencies, 99) * 1000,
         cpu_ms=cpu_used * 1000 / len(requests),
     )
 

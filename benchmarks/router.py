@@ -37,7 +37,7 @@ import httpx
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from loadtest.results import percentile  # noqa: E402
+from common.stats import percentile  # noqa: E402
 from stack.processes import (  # noqa: E402
     free_port,
     mcp_server,
@@ -71,8 +71,8 @@ async def _timed_requests(url: str, requests: int, concurrency: int) -> list[flo
     return latencies
 
 
-def _ms(values: list[float], share: float) -> float:
-    return percentile(sorted(values), share) * 1000
+def _ms(values: list[float], p: float) -> float:
+    return percentile(values, p) * 1000
 
 
 def overhead(workdir: Path, rounds: int, requests: int) -> list[str]:

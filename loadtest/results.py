@@ -1,14 +1,13 @@
 """The raw per-request log and the exact statistics computed from it (summary.json).
 
 Locust's own percentiles are bucketed (10 ms steps above 100 ms, 100 ms above 1 s …); SLO and cost
-maths here use every recorded value. Percentiles interpolate linearly between closest ranks, as
-numpy's default and `vllm bench serve` do.
+maths here use every recorded value, through common.stats.percentile (linear interpolation
+between closest ranks, as numpy's default and `vllm bench serve`).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import socket
@@ -17,20 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from common.stats import percentile
+
 RAW_GLOB = "raw-*.jsonl"
 STEPS_FILE = "steps.jsonl"
 SUMMARY_FILE = "summary.json"
 PERCENTILES = (50, 95, 99)
-
-
-def percentile(values: Sequence[float], p: float) -> float:
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * p / 100
-    low = math.floor(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
 def distribution(values: Sequence[float]) -> dict[str, float | int | None]:

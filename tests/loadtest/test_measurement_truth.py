@@ -23,7 +23,7 @@ import sys
 import httpx
 import pytest
 
-from loadtest.results import percentile
+from common.stats import percentile
 from tests.support import REPO_ROOT, model_simulator
 
 PREFILL_MS = 250.0
