@@ -16,49 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from common.sse import Event, Parser
+
 READ_SIZE = 65536  # an upper bound only: read1 returns as soon as any bytes are there
 
 
 class HttpError(Exception):
     pass
-
-
-@dataclass
-class SseEvent:
-    event: str
-    data: str
-    at: float  # perf_counter when the read that completed this event returned
-
-
-class SseParser:
-    """Feed it bytes as they arrive; it yields whole events, however the bytes were cut."""
-
-    def __init__(self) -> None:
-        self._buffer = b""
-        self._event = ""
-        self._data: list[str] = []
-
-    def feed(self, chunk: bytes, at: float) -> Iterator[SseEvent]:
-        self._buffer += chunk
-        while True:
-            end = self._buffer.find(b"\n")
-            if end < 0:
-                return
-            line = self._buffer[:end].rstrip(b"\r").decode("utf-8")
-            self._buffer = self._buffer[end + 1 :]
-            if not line:
-                if self._data:
-                    yield SseEvent(self._event or "message", "\n".join(self._data), at)
-                self._event, self._data = "", []
-            elif line.startswith(":"):
-                continue  # a comment (keep-alive)
-            else:
-                name, _, value = line.partition(":")
-                value = value.removeprefix(" ")
-                if name == "event":
-                    self._event = value
-                elif name == "data":
-                    self._data.append(value)
 
 
 # What a keep-alive connection the server has already closed raises on the next request.
@@ -134,7 +98,7 @@ class StreamingClient:
             raise HttpError(f"{method} {path}: HTTP {response.status}: {data[:300]!r}")
         return json.loads(data) if data else None
 
-    def stream(self, path: str, body: Any) -> tuple[float, Iterator[SseEvent]]:
+    def stream(self, path: str, body: Any) -> tuple[float, Iterator[Event]]:
         """POST and return (the perf_counter just before sending, the events as they arrive)."""
         payload = _encode(body)  # before the clock starts: serialising is not the server's time
         started, response = self._send("POST", path, payload)
@@ -143,8 +107,8 @@ class StreamingClient:
             raise HttpError(f"POST {path}: HTTP {response.status}: {data[:300]!r}")
         return started, self._events(response)
 
-    def _events(self, response: http.client.HTTPResponse) -> Iterator[SseEvent]:
-        parser = SseParser()
+    def _events(self, response: http.client.HTTPResponse) -> Iterator[Event]:
+        parser = Parser()
         try:
             while True:
                 chunk = response.read1(READ_SIZE)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
-from .client import SseParser
+from common.sse import Parser
 
 PROTOCOL_VERSION = "2025-11-25"
 CLIENT_INFO = {"name": "leave-copilot-loadtest", "version": "1"}
@@ -153,7 +153,7 @@ class McpClient:
             data = json.loads(response.read() or b"null")
             yield from data if isinstance(data, list) else [data]
             return
-        parser = SseParser()
+        parser = Parser()
         while True:
             chunk = response.read1(65536)
             if not chunk:

@@ -13,6 +13,8 @@ from typing import Any
 
 import httpx2
 
+from common import sse
+
 ANSWERS = {"y": "accept", "yes": "accept", "是": "accept", "c": "cancel", "cancel": "cancel"}
 
 
@@ -54,7 +56,6 @@ def run(url: str, token: str, text: str, session_id: str | None) -> int:
     if session_id:
         body["session_id"] = session_id
     run_id = ""
-    kind = ""
     timeout = httpx2.Timeout(10, read=None)  # a run may wait minutes for the person to answer
     with (
         httpx2.Client(base_url=url, headers=headers, timeout=timeout) as http,
@@ -64,13 +65,8 @@ def run(url: str, token: str, text: str, session_id: str | None) -> int:
             response.read()
             print(f"error {response.status_code}: {response.text}", file=sys.stderr)
             return 1
-        for line in response.iter_lines():
-            if line.startswith("event: "):
-                kind = line[7:]
-                continue
-            if not line.startswith("data: "):
-                continue
-            data = json.loads(line[6:])
+        for event in sse.events(response.iter_lines()):
+            kind, data = event.event, event.json()
             if kind == "run.started":
                 run_id = data["id"]
                 print(f"▶ {run_id} (session {data['session_id']})")

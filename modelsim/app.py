@@ -19,6 +19,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from common import sse
+
 from . import generate as gen
 from . import policy
 from .errors import ApiError
@@ -259,7 +261,7 @@ class Simulator:
             if chat.include_usage:
                 usage = {**head, "choices": [], "usage": _usage(chat, output)}
                 yield _sse({**usage, "system_fingerprint": FINGERPRINT})
-            yield b"data: [DONE]\n\n"
+            yield sse.DONE_FRAME
         finally:
             timing.finished = time.perf_counter()
             self._release(chat, output, lease, _generated(timing))
@@ -455,9 +457,7 @@ def _delta(piece: gen.Piece, output: gen.Output) -> dict[str, Any]:
 
 
 def _sse(data: dict[str, Any]) -> bytes:
-    return (
-        b"data: " + json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"
-    )
+    return sse.frame(data, compact=True)  # vLLM's chunks have no spaces
 
 
 WARM_UP_REQUEST = json.dumps(

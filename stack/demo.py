@@ -9,6 +9,8 @@ from typing import Any
 
 import httpx
 
+from common import sse
+
 EMPLOYEE = "demo-token-employee"
 
 
@@ -70,30 +72,27 @@ def stream_run(
     asked in which tool call)."""
     asked: list[Confirmation] = []
     under_way: list[str] = []  # tool calls started and not finished, oldest first
-    run_id, kind = "", ""
+    run_id = ""
     with http.stream("POST", "/v1/runs", json={"input": request, "stream": True}) as response:
         response.raise_for_status()
-        for line in response.iter_lines():
-            if line.startswith("event: "):
-                kind = line[7:]
-            elif line.startswith("data: "):
-                data = json.loads(line[6:])
-                if kind == "run.started":
-                    run_id = data["id"]
-                elif kind == "tool.started":
-                    under_way.append(data["tool_call_id"])
-                elif kind == "tool.finished" and data["tool_call_id"] in under_way:
-                    under_way.remove(data["tool_call_id"])
-                elif kind == "confirmation.requested":
-                    given = answer or "decline"
-                    call = under_way[-1] if under_way else None
-                    asked.append(Confirmation(call, data["message"], given))
-                    http.post(
-                        f"/v1/runs/{run_id}/confirmations/{data['confirmation_id']}",
-                        json={"action": given},
-                    ).raise_for_status()
-                elif kind == "run.finished":
-                    return data, asked
+        for event in sse.events(response.iter_lines()):
+            kind, data = event.event, event.json()
+            if kind == "run.started":
+                run_id = data["id"]
+            elif kind == "tool.started":
+                under_way.append(data["tool_call_id"])
+            elif kind == "tool.finished" and data["tool_call_id"] in under_way:
+                under_way.remove(data["tool_call_id"])
+            elif kind == "confirmation.requested":
+                given = answer or "decline"
+                call = under_way[-1] if under_way else None
+                asked.append(Confirmation(call, data["message"], given))
+                http.post(
+                    f"/v1/runs/{run_id}/confirmations/{data['confirmation_id']}",
+                    json={"action": given},
+                ).raise_for_status()
+            elif kind == "run.finished":
+                return data, asked
     raise RuntimeError("the stream ended without run.finished")
 
 

@@ -1,7 +1,6 @@
 """The OpenAI-compatible facade: a whole agent run behind one chat completion, so any OpenAI
 client (or a load generator) can call the agent as if it were a model."""
 
-import json
 import secrets
 import time
 from collections.abc import AsyncIterator
@@ -11,6 +10,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, WithJsonSchema
 
+from common import sse
 from common.chat import InvalidContent, content_text
 
 from ..runs import ActiveRun, RunManager
@@ -219,7 +219,7 @@ async def _chat_stream(
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
         body = {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-        return f"data: {json.dumps(body, ensure_ascii=False)}\n\n".encode()
+        return sse.frame(body)
 
     yield chunk({"role": "assistant", "content": ""})
     # Answer text is only known to be the answer once its turn ends without tool calls:
@@ -244,5 +244,5 @@ async def _chat_stream(
                 usage = data["usage"]
                 total = usage["prompt_tokens"] + usage["completion_tokens"]
                 body = {**head, "choices": [], "usage": {**usage, "total_tokens": total}}
-                yield f"data: {json.dumps(body)}\n\n".encode()
-    yield b"data: [DONE]\n\n"
+                yield sse.frame(body)
+    yield sse.DONE_FRAME

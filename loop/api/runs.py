@@ -13,6 +13,8 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from mcp.types import ElicitResult
 from pydantic import BaseModel, Field, StrictBool
 
+from common import sse
+
 from ..engine import RunStatus, Step
 from ..runs import (
     ActiveRun,
@@ -272,10 +274,9 @@ async def _earlier_run(
 
 
 async def _sse_once(final: dict[str, Any]) -> AsyncIterator[bytes]:
-    yield f"event: run.finished\ndata: {json.dumps(final, ensure_ascii=False)}\n\n".encode()
+    yield sse.frame(final, "run.finished")
 
 
 async def _sse(manager: RunManager, run: ActiveRun) -> AsyncIterator[bytes]:
     async for kind, data in manager.events(run):
-        payload = json.dumps(data, ensure_ascii=False, default=str)
-        yield f"event: {kind}\ndata: {payload}\n\n".encode()
+        yield sse.frame(data, kind)

@@ -21,6 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from common import sse
 from stack.demo import run_scenarios
 from stack.layout import LAYOUT_FILE
 from stack.stackcheck import Stack, problems
@@ -160,20 +161,16 @@ def test_the_stack_recovers_when_the_mcp_server_dies_mid_run(stack, engine):
         with httpx.Client(base_url=stack.loop_url, headers=headers, timeout=120) as http:
             body = {"input": "取消我畢業典禮那張假", "stream": True}
             with http.stream("POST", "/v1/runs", json=body) as response:
-                kind = ""
-                for line in response.iter_lines():
-                    if line.startswith("event: "):
-                        kind = line[7:]
-                    elif line.startswith("data: "):
-                        events.append((kind, json.loads(line[6:])))
-                        if kind == "confirmation.requested":
-                            asked.set()
-                            killed.wait(60)  # the person answers after the server died
-                            http.post(
-                                f"/v1/runs/{events[0][1]['id']}/confirmations/"
-                                f"{events[-1][1]['confirmation_id']}",
-                                json={"action": "accept"},
-                            )
+                for event in sse.events(response.iter_lines()):
+                    events.append((event.event, event.json()))
+                    if event.event == "confirmation.requested":
+                        asked.set()
+                        killed.wait(60)  # the person answers after the server died
+                        http.post(
+                            f"/v1/runs/{events[0][1]['id']}/confirmations/"
+                            f"{events[-1][1]['confirmation_id']}",
+                            json={"action": "accept"},
+                        )
 
     runner = threading.Thread(target=cancel_run)
     runner.start()

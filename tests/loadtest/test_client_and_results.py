@@ -7,8 +7,8 @@ import math
 
 import pytest
 
+from common.sse import Parser
 from common.stats import percentile
-from loadtest.client import SseParser
 from loadtest.results import Slo, summarise
 
 STREAM = (
@@ -21,7 +21,7 @@ STREAM = (
 
 @pytest.mark.parametrize("size", [1, 2, 3, 7, 64, len(STREAM)])
 def test_sse_events_survive_any_cut_of_the_byte_stream(size):
-    parser = SseParser()
+    parser = Parser()
     events = []
     for i in range(0, len(STREAM), size):
         events += [(e.event, e.data, e.at) for e in parser.feed(STREAM[i : i + size], at=i)]

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -10,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
+from common import sse
 from tests.support import free_port, mcp_server, model_simulator, running
 
 EMPLOYEE = {"Authorization": "Bearer demo-token-employee"}
@@ -80,26 +80,22 @@ def stream_run(
     """Run with SSE; answer each confirmation with `answer` (None = leave it unanswered)."""
     events: list[tuple[str, dict[str, Any]]] = []
     run_id = ""
-    kind = ""
     with (
         httpx.Client(base_url=base, headers=headers, timeout=60) as http,
         http.stream("POST", "/v1/runs", json={**body, "stream": True}) as response,
     ):
         assert response.status_code == 200, response.read()
-        for line in response.iter_lines():
-            if line.startswith("event: "):
-                kind = line[7:]
-            elif line.startswith("data: "):
-                data = json.loads(line[6:])
-                events.append((kind, data))
-                if kind == "run.started":
-                    run_id = data["id"]
-                if kind == "confirmation.requested" and answer is not None:
-                    reply = http.post(
-                        f"/v1/runs/{run_id}/confirmations/{data['confirmation_id']}",
-                        json={"action": answer},
-                    )
-                    assert reply.status_code == 200, reply.text
+        for event in sse.events(response.iter_lines()):
+            kind, data = event.event, event.json()
+            events.append((kind, data))
+            if kind == "run.started":
+                run_id = data["id"]
+            if kind == "confirmation.requested" and answer is not None:
+                reply = http.post(
+                    f"/v1/runs/{run_id}/confirmations/{data['confirmation_id']}",
+                    json={"action": answer},
+                )
+                assert reply.status_code == 200, reply.text
     final = events[-1][1]
     assert events[-1][0] == "run.finished"
     return events, final

@@ -13,6 +13,7 @@ import httpx
 import openai
 import pytest
 
+from common import sse
 from loop.app import create_app
 from loop.settings import LoopSettings
 from tests.support import free_port, mcp_server, model_simulator, serving_in_thread
@@ -88,24 +89,17 @@ def test_content_a_pending_confirmation_cannot_take_is_422_and_it_stays_answerab
             "POST", "/v1/runs", json={"input": "取消我表妹婚禮那張假", "stream": True}
         ) as response,
     ):
-        run_id, kind = "", ""
-        for line in response.iter_lines():
-            if line.startswith("event: "):
-                kind = line[7:]
-            elif line.startswith("data: "):
-                data = json.loads(line[6:])
-                run_id = run_id or data["id"]
-                if kind == "confirmation.requested":
-                    path = f"/v1/runs/{run_id}/confirmations/{data['confirmation_id']}"
-                    for content in ({"a": {"b": 1}}, {"confirm": "yes"}, {"confirm": [True]}):
-                        refused.append(
-                            http.post(path, json={"action": "accept", "content": content})
-                        )
-                    accepted = http.post(
-                        path, json={"action": "accept", "content": {"confirm": True}}
-                    )
-                if kind == "run.finished":
-                    final = data
+        run_id = ""
+        for event in sse.events(response.iter_lines()):
+            kind, data = event.event, event.json()
+            run_id = run_id or data["id"]
+            if kind == "confirmation.requested":
+                path = f"/v1/runs/{run_id}/confirmations/{data['confirmation_id']}"
+                for content in ({"a": {"b": 1}}, {"confirm": "yes"}, {"confirm": [True]}):
+                    refused.append(http.post(path, json={"action": "accept", "content": content}))
+                accepted = http.post(path, json={"action": "accept", "content": {"confirm": True}})
+            if kind == "run.finished":
+                final = data
     for answer in refused:
         assert answer.status_code == 422, answer.text
         errors = answer.json()["detail"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from common import sse
 from loop.model import OpenAIChatModel, current_session
 from tests.support import serving_in_thread
 
@@ -52,8 +52,8 @@ class Recorded:
                          "choices": [] if usage else [{"index": 0, "delta": delta,
                                                        "finish_reason": None}],
                          "usage": usage}  # fmt: skip
-                yield f"data: {json.dumps(chunk)}\n\n".encode()
-            yield b"data: [DONE]\n\n"
+                yield sse.frame(chunk)
+            yield sse.DONE_FRAME
 
         return StreamingResponse(events(), media_type="text/event-stream")
 

@@ -13,6 +13,7 @@ import httpx
 import openai
 import pytest
 
+from common import sse
 from tests.support import REPO_ROOT
 
 from .conftest import EMPLOYEE, MANAGER, OTHER, leave_status, post_run, stream_run, tool_steps
@@ -108,24 +109,19 @@ def test_a_session_id_first_used_by_one_user_never_collects_anothers_run(stack):
         httpx.Client(base_url=stack.loop, headers=MANAGER, timeout=30) as http,
         http.stream("POST", "/v1/runs", json=waiting) as response,
     ):
-        run_id, kind, manager_final = "", "", {}
-        for line in response.iter_lines():
-            if line.startswith("event: "):
-                kind = line[7:]
-            elif line.startswith("data: "):
-                data = json.loads(line[6:])
-                run_id = run_id or data["id"]
-                if kind == "confirmation.requested":
-                    other = post_run(
-                        stack, {"input": "我的假期餘額還有多少？", "session_id": session}
-                    )
-                    assert other.json()["status"] == "completed"
-                    http.post(
-                        f"/v1/runs/{run_id}/confirmations/{data['confirmation_id']}",
-                        json={"action": "decline"},
-                    )
-                if kind == "run.finished":
-                    manager_final = data
+        run_id, manager_final = "", {}
+        for event in sse.events(response.iter_lines()):
+            kind, data = event.event, event.json()
+            run_id = run_id or data["id"]
+            if kind == "confirmation.requested":
+                other = post_run(stack, {"input": "我的假期餘額還有多少？", "session_id": session})
+                assert other.json()["status"] == "completed"
+                http.post(
+                    f"/v1/runs/{run_id}/confirmations/{data['confirmation_id']}",
+                    json={"action": "decline"},
+                )
+            if kind == "run.finished":
+                manager_final = data
     employee_final = other.json()
     assert manager_final["session_id"] == session  # the first user owns it
     assert employee_final["session_id"] != session
@@ -274,10 +270,9 @@ def test_cancel_endpoint_stops_a_waiting_run_and_keeps_the_transcript_valid(stac
         ) as response,
     ):
         run_id = ""
-        for line in response.iter_lines():
-            if line.startswith("data: ") and not run_id:
-                run_id = json.loads(line[6:])["id"]
-            if line.startswith("event: confirmation.requested"):
+        for event in sse.events(response.iter_lines()):
+            run_id = run_id or event.json()["id"]
+            if event.event == "confirmation.requested":
                 cancelled = http.post(f"/v1/runs/{run_id}/cancel").json()
                 break
     assert cancelled["status"] == "cancelled"

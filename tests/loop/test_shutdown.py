@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 import httpx
 from sqlalchemy import create_engine, text
 
+from common import sse
 from tests.support import free_port, mcp_server, model_simulator, running
 
 from .conftest import EMPLOYEE
@@ -48,14 +47,9 @@ def _start_and_wait_for_question(base: str) -> str:
             "POST", "/v1/runs", json={"input": "取消我表妹婚禮那張假", "stream": True}
         ) as response,
     ):
-        kind = ""
-        for line in response.iter_lines():
-            if line.startswith("event: "):
-                kind = line[7:]
-            elif line.startswith("data: "):
-                data = json.loads(line[6:])
-                if kind == "run.started":
-                    run_id = data["id"]
-                if kind == "confirmation.requested":
-                    return run_id
+        for event in sse.events(response.iter_lines()):
+            if event.event == "run.started":
+                run_id = event.json()["id"]
+            if event.event == "confirmation.requested":
+                return run_id
     raise AssertionError("the run finished without asking for confirmation")

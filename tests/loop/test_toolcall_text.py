@@ -12,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from common import sse
 from common.contract import ToolName
 from loop.model import OpenAIChatModel
 from loop.toolcall_text import content_of_tool_turn, could_open_tool_call, looks_like_tool_call
@@ -90,7 +91,7 @@ ANSWER = ["找到", " 1 ", "張假單", "。"]
 def chunk(delta: dict, finish: str | None = None) -> bytes:
     body = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m",
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}  # fmt: skip
-    return f"data: {json.dumps(body)}\n\n".encode()
+    return sse.frame(body)
 
 
 async def completions(request: Request) -> Response:
@@ -115,8 +116,9 @@ async def completions(request: Request) -> Response:
         else:
             yield chunk({}, "stop")
         usage = {"prompt_tokens": 5, "completion_tokens": 7, "total_tokens": 12}
-        yield f"data: {json.dumps({'id': 'c', 'object': 'chat.completion.chunk', 'created': 0, 'model': 'm', 'choices': [], 'usage': usage})}\n\n".encode()
-        yield b"data: [DONE]\n\n"
+        yield sse.frame({"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m",
+                         "choices": [], "usage": usage})  # fmt: skip
+        yield sse.DONE_FRAME
 
     return StreamingResponse(events(), media_type="text/event-stream")
 

@@ -14,6 +14,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from common import sse
 from modelsim.metrics import prompt_sources
 
 from .conftest import LEAVE_TOOLS, SEED_REQUEST, SYSTEM
@@ -379,9 +380,8 @@ def test_non_streaming_response_has_vllms_fields(sim_url):
 
 def _events(text: str) -> list[object]:
     return [
-        json.loads(line[6:]) if line != "data: [DONE]" else "[DONE]"
-        for line in text.splitlines()
-        if line.startswith("data: ")
+        event.data if event.data == sse.DONE else event.json()
+        for event in sse.events(text.splitlines())
     ]
 
 

@@ -3,7 +3,6 @@ interrupted when it starts, and a restarted loop still marks the runs it left be
 
 from __future__ import annotations
 
-import json
 import secrets
 import threading
 from collections.abc import Iterator
@@ -13,6 +12,7 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, text
 
+from common import sse
 from tests.loop.conftest import loop_service
 from tests.support import ServiceProcess, free_port, mcp_server, model_simulator, wait_until
 
@@ -54,14 +54,11 @@ def start_waiting_run(loop: str) -> tuple[str, str, threading.Thread]:
         try:
             with httpx.stream("POST", f"{loop}/v1/runs", headers=EMPLOYEE, timeout=120,
                               json={"input": CANCEL, "stream": True}) as response:  # fmt: skip
-                kind = ""
-                for line in response.iter_lines():
-                    if line.startswith("event: "):
-                        kind = line[7:]
-                    elif line.startswith("data: ") and kind == "run.started":
-                        found["run"] = json.loads(line[6:])["id"]
-                    elif line.startswith("data: ") and kind == "confirmation.requested":
-                        found["confirmation"] = json.loads(line[6:])["confirmation_id"]
+                for event in sse.events(response.iter_lines()):
+                    if event.event == "run.started":
+                        found["run"] = event.json()["id"]
+                    elif event.event == "confirmation.requested":
+                        found["confirmation"] = event.json()["confirmation_id"]
                         asked.set()
         except httpx.HTTPError:
             pass  # the loop was killed under it

@@ -23,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from common import sse
 from mcp_server.storage import AuditEntry, Database, Leave
 from stack.processes import free_port, running, seed_database
 from tests.loop.conftest import stream_run
@@ -93,13 +94,13 @@ async def chat_completions(request: Request) -> Response:
         ):
             yield _sse({**head, "object": "chat.completion.chunk", "choices": [choice]})
         yield _sse({**head, "object": "chat.completion.chunk", "choices": [], "usage": usage})
-        yield b"data: [DONE]\n\n"
+        yield sse.DONE_FRAME
 
     return StreamingResponse(chunks(), media_type="text/event-stream")
 
 
 def _sse(data: dict[str, Any]) -> bytes:
-    return f"data: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+    return sse.frame(data)
 
 
 async def models(_: Request) -> Response:

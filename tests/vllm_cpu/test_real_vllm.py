@@ -23,6 +23,7 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from common import sse
 from common.contract import LeaveStatus, ToolName
 from mcp_server.leaves import LeaveService
 from mcp_server.storage import Database
@@ -245,10 +246,10 @@ def test_tool_calls_and_streams_pass_through_the_router_unchanged(vllm_url, rout
         stream = {**body, "stream": True, "stream_options": {"include_usage": True}}
         deltas, usage = [], {}
         with httpx.stream("POST", f"{base}/v1/chat/completions", json=stream, timeout=300) as r:
-            for line in r.iter_lines():
-                if not line.startswith("data: ") or line == "data: [DONE]":
+            for event in sse.events(r.iter_lines()):
+                if event.data == sse.DONE:
                     continue
-                chunk = json.loads(line[6:])
+                chunk = event.json()
                 usage = chunk.get("usage") or usage
                 for choice in chunk["choices"]:
                     for call in choice["delta"].get("tool_calls") or []:
