@@ -21,13 +21,15 @@ import logging
 import os
 import random
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from locust import LoadTestShape, User, events, task
 from locust.runners import WorkerRunner
 
-from loadtest.client import StreamingClient, timed_chat, timed_run
+from loadtest.client import ChatSample, RunSample, StreamingClient, timed_chat, timed_run
 from loadtest.leaves import Leave, OwnLeaves, SetupError
 from loadtest.mcp import McpClient, McpError, ToolRefused
 from loadtest.results import STEPS_FILE, RawLog, step_missed_slo
@@ -39,6 +41,7 @@ SETTINGS = LoadSettings()
 RUN_DIR = Path(os.environ.get("LOAD_RESULTS_RUN_DIR", SETTINGS.results_dir))
 REQUESTS_FILE = "model_requests.json"
 SETUP_ERRORS = (SetupError, McpError, ToolRefused, OSError)
+Sample = TypeVar("Sample", ChatSample, RunSample)
 
 
 def own_leaves() -> OwnLeaves:
@@ -56,6 +59,13 @@ def prepare(leaves: OwnLeaves, needs: str) -> Leave:
     if needs == "approved":
         return leaves.approved()
     return leaves.kept()
+
+
+def give_back(leaves: OwnLeaves) -> None:
+    try:
+        leaves.close()
+    except SETUP_ERRORS as error:
+        logging.warning("could not give back the user's leaves: %s", error)
 
 
 def put_away(leaves: OwnLeaves, leave: Leave, needs: str) -> None:
@@ -78,35 +88,90 @@ def raw_log() -> RawLog:
     return _raw
 
 
-def _fire(
-    user: User, kind: str, name: str, ms: float, tokens: int, error: Exception | None
-) -> None:
-    user.environment.events.request.fire(
-        request_type=kind,
-        name=name,
-        response_time=ms,
-        response_length=tokens,
-        exception=error,
-        context={},
-    )
+@dataclass
+class Figures:
+    """What one measured request adds to the raw log, and what Locust is told of it: (name,
+    ms, tokens) events, those without a time left out."""
+
+    fields: dict[str, Any]
+    events: list[tuple[str, float | None, int]]
 
 
-def _failed(user: User, record: dict[str, Any], start: float, error: Exception, name: str) -> None:
-    """Log a failed request to the raw log and to Locust, under its kind and `name`."""
-    record.update(start=start, end=time.time(), ok=False, error=str(error)[:300])
-    raw_log().write(record)
-    _fire(user, record["kind"], name, (time.time() - start) * 1000, 0, error)
+def model_figures(s: ChatSample) -> Figures:
+    fields = {"id": s.id, "ttft_ms": s.ttft_ms, "itl_ms": s.itl_ms, "tpot_ms": s.tpot_ms,
+              "e2e_ms": s.e2e_ms, "prompt_tokens": s.prompt_tokens,
+              "output_tokens": s.output_tokens}  # fmt: skip
+    return Figures(fields, [("ttft", s.ttft_ms, 0), ("tpot", s.tpot_ms, 0),
+                            ("e2e", s.e2e_ms, s.output_tokens)])  # fmt: skip
 
 
-class ModelUser(User):
-    """Streaming chat completions straight to vLLM (or the simulator)."""
+def run_figures(s: RunSample) -> Figures:
+    fields = {"status": s.status, "first_answer_ms": s.first_answer_ms, "run_ms": s.run_ms,
+              "turns": s.turns, "tool_calls": s.tool_calls, "tools": s.tools,
+              "tool_errors": s.tool_errors, "confirmations": s.confirmations,
+              "prompt_tokens": s.prompt_tokens, "output_tokens": s.output_tokens}  # fmt: skip
+    return Figures(fields, [("first answer token", s.first_answer_ms, 0),
+                            ("run", s.run_ms, s.output_tokens)])  # fmt: skip
+
+
+def facade_figures(s: ChatSample) -> Figures:
+    """A facade completion is a whole run: its first token is the answer's."""
+    fields = {"first_answer_ms": s.ttft_ms, "run_ms": s.e2e_ms, "prompt_tokens": s.prompt_tokens,
+              "output_tokens": s.output_tokens, "finish_reason": s.finish_reason}  # fmt: skip
+    return Figures(fields, [("first answer token", s.ttft_ms, 0),
+                            ("run", s.e2e_ms, s.output_tokens)])  # fmt: skip
+
+
+class MeasuredUser(User):
+    """A user whose every request is measured the same way: written to the raw log the
+    summary reads, and fired as Locust request events (or one failure), so a task is one
+    `measure` call."""
+
+    abstract = True
+    kind = ""  # the raw log's kind, and Locust's request type
+    think_setting = "think_seconds"  # the LoadSettings field of the mean pause between tasks
 
     def wait_time(self) -> float:
-        return (
-            random.expovariate(1 / SETTINGS.model_think_seconds)
-            if SETTINGS.model_think_seconds
-            else 0
-        )
+        think = float(getattr(SETTINGS, self.think_setting))
+        return random.expovariate(1 / think) if think else 0
+
+    def measure(
+        self, name: str, request: Callable[[], Sample], figures: Callable[[Sample], Figures]
+    ) -> Sample | None:
+        """`request()`, timed; what it raises is a failed request (None)."""
+        start = time.time()
+        try:
+            sample = request()
+        except Exception as error:
+            self.failed(name, start, error)
+            return None
+        measured = figures(sample)
+        record = {"kind": self.kind, "name": name, "start": start, "end": time.time(),
+                  "ok": True, "error": None, **measured.fields}  # fmt: skip
+        raw_log().write(record)
+        for event, ms, tokens in measured.events:
+            if ms is not None:
+                self._fire(event, ms, tokens, None)
+        return sample
+
+    def failed(self, name: str, start: float, error: Exception, event: str = "run") -> None:
+        record = {"kind": self.kind, "name": name, "start": start, "end": time.time(),
+                  "ok": False, "error": str(error)[:300]}  # fmt: skip
+        raw_log().write(record)
+        self._fire(event, (time.time() - start) * 1000, 0, error)
+
+    def _fire(self, name: str, ms: float, tokens: int, error: Exception | None) -> None:
+        self.environment.events.request.fire(
+            request_type=self.kind, name=name, response_time=ms, response_length=tokens,
+            exception=error, context={},
+        )  # fmt: skip
+
+
+class ModelUser(MeasuredUser):
+    """Streaming chat completions straight to vLLM (or the simulator)."""
+
+    kind = "model"
+    think_setting = "model_think_seconds"
 
     def on_start(self) -> None:
         self.client = StreamingClient(SETTINGS.model_url)
@@ -120,46 +185,21 @@ class ModelUser(User):
 
     @task
     def chat(self) -> None:
-        conversation = random.choice(self.conversations)
-        body = {
-            "model": self.model,
-            "messages": conversation["messages"],
-            "tools": self.tools,
-            "max_tokens": SETTINGS.max_tokens,
-        }
-        start = time.time()
-        record: dict[str, Any] = {"kind": "model", "name": f"history-{len(body['messages'])}"}
-        try:
-            s = timed_chat(self.client, body)
-        except Exception as error:
-            _failed(self, record, start, error, "ttft")
-            return
-        record.update(
-            start=start,
-            end=time.time(),
-            ok=True,
-            error=None,
-            id=s.id,
-            ttft_ms=s.ttft_ms,
-            itl_ms=s.itl_ms,
-            tpot_ms=s.tpot_ms,
-            e2e_ms=s.e2e_ms,
-            prompt_tokens=s.prompt_tokens,
-            output_tokens=s.output_tokens,
-        )
-        raw_log().write(record)
-        _fire(self, "model", "ttft", s.ttft_ms, 0, None)
-        if s.tpot_ms is not None:
-            _fire(self, "model", "tpot", s.tpot_ms, 0, None)
-        _fire(self, "model", "e2e", s.e2e_ms, s.output_tokens, None)
+        messages = random.choice(self.conversations)["messages"]
+        body = {"model": self.model, "messages": messages, "tools": self.tools,
+                "max_tokens": SETTINGS.max_tokens}  # fmt: skip
+        self.measure(f"history-{len(messages)}", lambda: timed_chat(self.client, body),
+                     model_figures)  # fmt: skip
+
+    def failed(self, name: str, start: float, error: Exception, event: str = "ttft") -> None:
+        super().failed(name, start, error, event)
 
 
-class AgentUser(User):
+class AgentUser(MeasuredUser):
     """A person using the copilot: whole runs through the loop's API, each on a leave of its
     own in the state the scenario needs."""
 
-    def wait_time(self) -> float:
-        return random.expovariate(1 / SETTINGS.think_seconds) if SETTINGS.think_seconds else 0
+    kind = "agent"
 
     def on_start(self) -> None:
         headers = {"Authorization": f"Bearer {SETTINGS.token}"}
@@ -170,10 +210,7 @@ class AgentUser(User):
     def on_stop(self) -> None:
         self.stream_client.close()
         self.control_client.close()
-        try:
-            self.leaves.close()
-        except SETUP_ERRORS as error:
-            logging.warning("could not give back the user's leaves: %s", error)
+        give_back(self.leaves)
 
     @task
     def agent_run(self) -> None:
@@ -182,55 +219,29 @@ class AgentUser(User):
         try:
             leave = prepare(self.leaves, scenario.needs)
         except SETUP_ERRORS as error:
-            record = {"kind": "agent", "name": scenario.name}
-            _failed(self, record, start, RuntimeError(f"setup: {error}"), "run")
+            self.failed(scenario.name, start, RuntimeError(f"setup: {error}"))
             return
         text = scenario.request.format(reason=leave.reason)
-        session = self._run(scenario.name, text, scenario.answer, None)
-        if scenario.follow_up and session:
-            self._run(scenario.name, scenario.follow_up, None, session)
+        first = self.measure(scenario.name, lambda: self._run(text, scenario.answer, None),
+                             run_figures)  # fmt: skip
+        if scenario.follow_up and first and first.session_id:
+            session, follow_up = first.session_id, scenario.follow_up
+            self.measure(scenario.name, lambda: self._run(follow_up, None, session), run_figures)
         put_away(self.leaves, leave, scenario.needs)
 
-    def _run(self, name: str, text: str, answer: str | None, session: str | None) -> str | None:
-        start = time.time()
-        record: dict[str, Any] = {"kind": "agent", "name": name}
-        try:
-            s = timed_run(self.stream_client, self.control_client, text, answer, session)
-            if s.status not in ("completed", "max_turns"):
-                raise RuntimeError(f"run {s.status}")
-        except Exception as error:
-            _failed(self, record, start, error, "run")
-            return None
-        record.update(
-            start=start,
-            end=time.time(),
-            ok=True,
-            error=None,
-            status=s.status,
-            first_answer_ms=s.first_answer_ms,
-            run_ms=s.run_ms,
-            turns=s.turns,
-            tool_calls=s.tool_calls,
-            tools=s.tools,
-            tool_errors=s.tool_errors,
-            confirmations=s.confirmations,
-            prompt_tokens=s.prompt_tokens,
-            output_tokens=s.output_tokens,
-        )
-        raw_log().write(record)
-        if s.first_answer_ms is not None:
-            _fire(self, "agent", "first answer token", s.first_answer_ms, 0, None)
-        _fire(self, "agent", "run", s.run_ms, s.output_tokens, None)
-        return s.session_id
+    def _run(self, text: str, answer: str | None, session: str | None) -> RunSample:
+        s = timed_run(self.stream_client, self.control_client, text, answer, session)
+        if s.status not in ("completed", "max_turns"):
+            raise RuntimeError(f"run {s.status}")
+        return s
 
 
-class FacadeUser(User):
+class FacadeUser(MeasuredUser):
     """An OpenAI client of the copilot: streamed chat completions on the loop's facade, where
     one completion is a whole agent run and the model is the agent's name (GET /v1/models);
     each on a leave of its own, as the agent user's."""
 
-    def wait_time(self) -> float:
-        return random.expovariate(1 / SETTINGS.think_seconds) if SETTINGS.think_seconds else 0
+    kind = "facade"
 
     def on_start(self) -> None:
         headers = {"Authorization": f"Bearer {SETTINGS.token}"}
@@ -240,48 +251,28 @@ class FacadeUser(User):
 
     def on_stop(self) -> None:
         self.client.close()
-        try:
-            self.leaves.close()
-        except SETUP_ERRORS as error:
-            logging.warning("could not give back the user's leaves: %s", error)
+        give_back(self.leaves)
 
     @task
     def chat(self) -> None:
         scenario = random.choices(FACADE_MIX, weights=[m.weight for m in FACADE_MIX])[0]
         start = time.time()
-        record: dict[str, Any] = {"kind": "facade", "name": scenario.name}
         try:
             leave = prepare(self.leaves, scenario.needs)
         except SETUP_ERRORS as error:
-            _failed(self, record, start, RuntimeError(f"setup: {error}"), "run")
+            self.failed(scenario.name, start, RuntimeError(f"setup: {error}"))
             return
         messages = facade_messages(scenario, leave)
-        start = time.time()
-        try:
-            s = timed_chat(self.client, {"model": self.model, "messages": messages})
-            # the facade ends a run that did not complete (failed, cancelled, turn limit) with
-            # finish_reason "length" and the status as its text: not an answer
-            if s.finish_reason != "stop":
-                raise RuntimeError(f"run did not complete (finish_reason {s.finish_reason})")
-        except Exception as error:
-            _failed(self, record, start, error, "run")
-            put_away(self.leaves, leave, scenario.needs)
-            return
-        record.update(
-            start=start,
-            end=time.time(),
-            ok=True,
-            error=None,
-            first_answer_ms=s.ttft_ms,
-            run_ms=s.e2e_ms,
-            prompt_tokens=s.prompt_tokens,
-            output_tokens=s.output_tokens,
-            finish_reason=s.finish_reason,
-        )
-        raw_log().write(record)
-        _fire(self, "facade", "first answer token", s.ttft_ms, 0, None)
-        _fire(self, "facade", "run", s.e2e_ms, s.output_tokens, None)
+        self.measure(scenario.name, lambda: self._chat(messages), facade_figures)
         put_away(self.leaves, leave, scenario.needs)
+
+    def _chat(self, messages: list[dict[str, Any]]) -> ChatSample:
+        s = timed_chat(self.client, {"model": self.model, "messages": messages})
+        # the facade ends a run that did not complete (failed, cancelled, turn limit) with
+        # finish_reason "length" and the status as its text: not an answer
+        if s.finish_reason != "stop":
+            raise RuntimeError(f"run did not complete (finish_reason {s.finish_reason})")
+        return s
 
 
 class LoadShape(LoadTestShape):
