@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from enum import StrEnum
 
 from common.cost import (
     PER_MILLION,
@@ -52,6 +53,7 @@ class Swing:
     """The break-even (with the hidden costs) when one input moves down and up."""
 
     name: str
+    unit: Unit
     low: float  # the input's value moved down
     high: float
     break_even_low: float | None
@@ -144,64 +146,116 @@ def point(inputs: Inputs, option: SelfHost, requests_per_day: float) -> Point:
     )
 
 
-def _scaled(inputs: Inputs, name: str, factor: float) -> Inputs:
-    s, w, p = inputs.settings, inputs.workload, inputs.prompts
-    if name == "GPU $/h":
-        return replace(
-            inputs, settings=s.model_copy(update={"gpu_hourly_usd": s.gpu_hourly_usd * factor})
-        )
-    if name == "API prices":
-        blended = s.api_blended_usd_per_million
-        update = {
-            "api_input_usd_per_million": s.api_input_usd_per_million * factor,
-            "api_output_usd_per_million": s.api_output_usd_per_million * factor,
-            "api_blended_usd_per_million": None if blended is None else blended * factor,
-        }
-        return replace(inputs, settings=s.model_copy(update=update))
-    if name == "tokens per request":
-        # every token the API bills: the conversation's and the long prompt's
-        return replace(
-            inputs,
-            workload=replace(
-                w, input_tokens=w.input_tokens * factor, output_tokens=w.output_tokens * factor
-            ),
-            prompts=replace(p, finetune=p.finetune * factor, api=p.api * factor),
-        )
-    if name == "capacity per replica":
-        return replace(inputs, workload=replace(w, capacity_per_s=w.capacity_per_s * factor))
-    if name == "busy hours per day":
-        # GPUs paid for fewer hours than the day has serve only inside them
-        hours = min(s.billing_hours_per_day, s.busy_hours_per_day * factor)
-        return replace(inputs, settings=s.model_copy(update={"busy_hours_per_day": hours}))
-    if name == "hidden fixed costs":
-        update = {
-            "ops_usd_per_month": s.ops_usd_per_month * factor,
-            "retraining_usd": s.retraining_usd * factor,
-            "storage_egress_usd_per_month": s.storage_egress_usd_per_month * factor,
-        }
-        return replace(inputs, settings=s.model_copy(update=update))
-    raise ValueError(name)
+class Unit(StrEnum):
+    """How a report shows a lever's value."""
+
+    USD_PER_HOUR = "usd/h"
+    USD_PER_REQUEST = "usd/request"
+    USD_PER_DAY = "usd/day"
+    PER_SECOND = "/s"
+    HOURS = "h"
+    COUNT = "count"
 
 
-def _values(inputs: Inputs) -> dict[str, Callable[[Inputs], float]]:
-    """The inputs the sensitivity table moves, and how to read each one's value."""
-    values: dict[str, Callable[[Inputs], float]] = {
-        "GPU $/h": lambda i: i.settings.gpu_hourly_usd,
-        "API prices": lambda i: api_usd_per_request(i),
-        "tokens per request": lambda i: sum(api_tokens(i)),
-        "capacity per replica": lambda i: i.workload.capacity_per_s,
-    }
+@dataclass(frozen=True)
+class Lever:
+    """An input the sensitivity table moves: its name in the reports, how to read its value,
+    the inputs with it scaled by a factor, the others held, and its unit."""
+
+    name: str
+    read: Callable[[Inputs], float]
+    scaled: Callable[[Inputs, float], Inputs]
+    unit: Unit
+
+
+def _settings(inputs: Inputs, **update: float | None) -> Inputs:
+    return replace(inputs, settings=inputs.settings.model_copy(update=update))
+
+
+def _api_prices(inputs: Inputs, factor: float) -> Inputs:
     s = inputs.settings
+    blended = s.api_blended_usd_per_million
+    return _settings(
+        inputs,
+        api_input_usd_per_million=s.api_input_usd_per_million * factor,
+        api_output_usd_per_million=s.api_output_usd_per_million * factor,
+        api_blended_usd_per_million=None if blended is None else blended * factor,
+    )
+
+
+def _tokens(inputs: Inputs, factor: float) -> Inputs:
+    """Every token the API bills: the conversation's and the long prompt's."""
+    workload, prompts = inputs.workload, inputs.prompts
+    return replace(
+        inputs,
+        workload=replace(workload, input_tokens=workload.input_tokens * factor,
+                         output_tokens=workload.output_tokens * factor),
+        prompts=replace(prompts, finetune=prompts.finetune * factor, api=prompts.api * factor),
+    )  # fmt: skip
+
+
+def _busy_hours(inputs: Inputs, factor: float) -> Inputs:
+    # GPUs paid for fewer hours than the day has serve only inside them
+    s = inputs.settings
+    return _settings(
+        inputs, busy_hours_per_day=min(s.billing_hours_per_day, s.busy_hours_per_day * factor)
+    )
+
+
+def _hidden_costs(inputs: Inputs, factor: float) -> Inputs:
+    s = inputs.settings
+    return _settings(
+        inputs,
+        ops_usd_per_month=s.ops_usd_per_month * factor,
+        retraining_usd=s.retraining_usd * factor,
+        storage_egress_usd_per_month=s.storage_egress_usd_per_month * factor,
+    )
+
+
+def _capacity(inputs: Inputs, factor: float) -> Inputs:
+    capacity = inputs.workload.capacity_per_s * factor
+    return replace(inputs, workload=replace(inputs.workload, capacity_per_s=capacity))
+
+
+def _read_hidden_costs(inputs: Inputs) -> float:
+    s = inputs.settings
+    return fixed_usd_per_day(
+        s.ops_usd_per_month, s.retraining_usd, s.retraining_every_days,
+        s.storage_egress_usd_per_month,
+    )  # fmt: skip
+
+
+GPU_PRICE = Lever(
+    "GPU $/h",
+    lambda i: i.settings.gpu_hourly_usd,
+    lambda i, k: _settings(i, gpu_hourly_usd=i.settings.gpu_hourly_usd * k),
+    Unit.USD_PER_HOUR,
+)
+API_PRICES = Lever("API prices", lambda i: api_usd_per_request(i), _api_prices,
+                   Unit.USD_PER_REQUEST)  # fmt: skip
+TOKENS = Lever("tokens per request", lambda i: sum(api_tokens(i)), _tokens, Unit.COUNT)
+CAPACITY = Lever(
+    "capacity per replica",
+    lambda i: i.workload.capacity_per_s,
+    lambda i, k: replace(
+        i, workload=replace(i.workload, capacity_per_s=i.workload.capacity_per_s * k)
+    ),
+    Unit.PER_SECOND,
+)
+BUSY_HOURS = Lever("busy hours per day", lambda i: i.settings.busy_hours_per_day, _busy_hours,
+                   Unit.HOURS)  # fmt: skip
+HIDDEN_COSTS = Lever("hidden fixed costs", _read_hidden_costs, _hidden_costs, Unit.USD_PER_DAY)
+
+
+def levers(inputs: Inputs) -> list[Lever]:
+    """The inputs this site's sensitivity table moves: those that matter to its answer."""
+    s = inputs.settings
+    moved = [GPU_PRICE, API_PRICES, TOKENS, CAPACITY]
     if s.busy_hours_per_day < HOURS_PER_DAY:
-        values["busy hours per day"] = lambda i: i.settings.busy_hours_per_day
+        moved.append(BUSY_HOURS)
     if s.ops_usd_per_month or s.retraining_usd or s.storage_egress_usd_per_month:
-        values["hidden fixed costs"] = lambda i: fixed_usd_per_day(
-            i.settings.ops_usd_per_month,
-            i.settings.retraining_usd,
-            i.settings.retraining_every_days,
-            i.settings.storage_egress_usd_per_month,
-        )
-    return values
+        moved.append(HIDDEN_COSTS)
+    return moved
 
 
 def _break_even_with_hidden(inputs: Inputs) -> float | None:
@@ -213,13 +267,14 @@ def sensitivity(inputs: Inputs) -> list[Swing]:
     """Each top input × (1 ∓ step), the others held; the widest swing first."""
     step = inputs.settings.sensitivity_step
     swings = []
-    for name, read in _values(inputs).items():
-        low, high = _scaled(inputs, name, 1 - step), _scaled(inputs, name, 1 + step)
+    for lever in levers(inputs):
+        low, high = lever.scaled(inputs, 1 - step), lever.scaled(inputs, 1 + step)
         swings.append(
             Swing(
-                name,
-                read(low),
-                read(high),
+                lever.name,
+                lever.unit,
+                lever.read(low),
+                lever.read(high),
                 _break_even_with_hidden(low),
                 _break_even_with_hidden(high),
             )

@@ -9,7 +9,7 @@ import unicodedata
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .calculate import Figures, Inputs, Point
+from .calculate import Figures, Inputs, Point, Unit
 from .maths import BreakEven, SelfHost
 from .settings import Source
 
@@ -274,9 +274,9 @@ def tables(inputs: Inputs, figures: Figures) -> list[Table]:
         [
             [
                 x.name,
-                _input_value(x.name, x.low),
+                _input_value(x.unit, x.low),
                 _maybe(x.break_even_low),
-                _input_value(x.name, x.high),
+                _input_value(x.unit, x.high),
                 _maybe(x.break_even_high),
             ]
             for x in f.sensitivity
@@ -301,16 +301,12 @@ def _maybe(value: float | None) -> str:
     return "never" if value is None else count(value)
 
 
-def _input_value(name: str, value: float) -> str:
-    if name == "GPU $/h":
-        return usd(value) + "/h"
-    if name == "API prices":
-        return usd(value) + "/request"
-    if name == "hidden fixed costs":
-        return usd(value) + "/day"
-    if name == "capacity per replica":
+def _input_value(unit: Unit, value: float) -> str:
+    if unit in (Unit.USD_PER_HOUR, Unit.USD_PER_REQUEST, Unit.USD_PER_DAY):
+        return usd(value) + unit.removeprefix("usd")
+    if unit is Unit.PER_SECOND:
         return f"{value:.3g}/s"
-    if name == "busy hours per day":
+    if unit is Unit.HOURS:
         return f"{value:g} h"
     return count(value)
 
