@@ -266,14 +266,14 @@ class LeaveService:
             )
             s.add(leave)
             s.add(
-                self._audit(
-                    leave_id,
-                    actor.id,
-                    ToolName.CREATE_LEAVE,
-                    None,
-                    LeaveStatus.DRAFT,
-                    None,
-                    "applied",
+                AuditEntry(
+                    leave_id=leave_id,
+                    actor_id=actor.id,
+                    tool=ToolName.CREATE_LEAVE,
+                    from_status=None,
+                    to_status=LeaveStatus.DRAFT,
+                    confirmation=None,
+                    outcome="applied",
                 )
             )
             s.flush()
@@ -299,14 +299,14 @@ class LeaveService:
             if requested == LeaveStatus.APPROVED:
                 self._deduct(s, leave)
             s.add(
-                self._audit(
-                    leave.id,
-                    actor.id,
-                    ToolName.UPDATE_LEAVE_STATUS,
-                    current,
-                    requested,
-                    None,
-                    "applied",
+                AuditEntry(
+                    leave_id=leave.id,
+                    actor_id=actor.id,
+                    tool=ToolName.UPDATE_LEAVE_STATUS,
+                    from_status=current,
+                    to_status=requested,
+                    confirmation=None,
+                    outcome="applied",
                 )
             )
             return current, self._view(leave, owner, actor.id)
@@ -342,14 +342,14 @@ class LeaveService:
                 .values(remaining_days=Balance.remaining_days + leave.days)
             )
             s.add(
-                self._audit(
-                    leave.id,
-                    actor.id,
-                    ToolName.CANCEL_APPROVED_LEAVE,
-                    LeaveStatus.APPROVED,
-                    LeaveStatus.CANCELLED,
-                    "accepted",
-                    "applied",
+                AuditEntry(
+                    leave_id=leave.id,
+                    actor_id=actor.id,
+                    tool=ToolName.CANCEL_APPROVED_LEAVE,
+                    from_status=LeaveStatus.APPROVED,
+                    to_status=LeaveStatus.CANCELLED,
+                    confirmation="accepted",
+                    outcome="applied",
                 )
             )
             return self._view(leave, owner, actor.id)
@@ -362,14 +362,14 @@ class LeaveService:
             leave = s.get(Leave, leave_id)
             status = leave.status if leave else None
             s.add(
-                self._audit(
-                    leave_id,
-                    actor_id,
-                    ToolName.CANCEL_APPROVED_LEAVE,
-                    status,
-                    status,
-                    confirmation,
-                    "not_applied",
+                AuditEntry(
+                    leave_id=leave_id,
+                    actor_id=actor_id,
+                    tool=ToolName.CANCEL_APPROVED_LEAVE,
+                    from_status=status,
+                    to_status=status,
+                    confirmation=confirmation,
+                    outcome="not_applied",
                 )
             )
 
@@ -392,14 +392,14 @@ class LeaveService:
                 leave = s.get(Leave, pending.leave_id)
                 status = leave.status if leave else None
                 s.add(
-                    self._audit(
-                        pending.leave_id,
-                        pending.actor_id,
-                        pending.tool,
-                        status,
-                        status,
-                        "abandoned",
-                        "not_applied",
+                    AuditEntry(
+                        leave_id=pending.leave_id,
+                        actor_id=pending.actor_id,
+                        tool=pending.tool,
+                        from_status=status,
+                        to_status=status,
+                        confirmation="abandoned",
+                        outcome="not_applied",
                     )
                 )
                 s.delete(pending)
@@ -520,26 +520,6 @@ class LeaveService:
             current = s.scalar(select(Leave.status).where(Leave.id == leave.id))
             raise Refusal("conflict", leave_id=leave.id, current=current or old)
         leave.status = new
-
-    @staticmethod
-    def _audit(
-        leave_id: str,
-        actor_id: str,
-        tool: str,
-        from_status: str | None,
-        to_status: str | None,
-        confirmation: str | None,
-        outcome: str,
-    ) -> AuditEntry:
-        return AuditEntry(
-            leave_id=leave_id,
-            actor_id=actor_id,
-            tool=tool,
-            from_status=from_status,
-            to_status=to_status,
-            confirmation=confirmation,
-            outcome=outcome,
-        )
 
     @staticmethod
     def _view(leave: Leave, owner: Employee, actor_id: str) -> LeaveView:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from . import compose, prometheus
 from .localstack import ROUTER, RUN_DIR, LocalService, LocalStack, plan
@@ -50,92 +52,118 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _command(argv: list[str] | None) -> int:
+    args = _parser().parse_args(argv)
+    run: Callable[[argparse.Namespace], int] = args.run
+    return run(args)
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m stack", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    dev = commands.add_parser("dev", help="start the local stack (no Docker)")
+
+    def command(name: str, run: Callable[[argparse.Namespace], int], help: str) -> Any:
+        sub = commands.add_parser(name, help=help)
+        sub.set_defaults(run=run)
+        return sub
+
+    dev = command("dev", _dev, "start the local stack (no Docker)")
     dev.add_argument("--reset", action="store_true", help="start from fresh demo data")
-    commands.add_parser("stop", help="stop the local stack's processes")
-    commands.add_parser("status", help="which local services are running")
-    demo = commands.add_parser(
-        "demo", help="fresh local stack + the seed scenarios through the loop + a load sweep"
+    command("stop", _stop, "stop the local stack's processes")
+    command("status", _status, "which local services are running")
+    demo = command(
+        "demo", _demo, "fresh local stack + the seed scenarios through the loop + a load sweep"
     )
     demo.add_argument("--no-load", action="store_true", help="skip the closing load sweep")
-    layout = commands.add_parser(
-        "layout", help="write deploy/compose.layout.yaml: the replicas deploy/.env asks for"
+    layout = command(
+        "layout", _layout, "write deploy/compose.layout.yaml: the replicas deploy/.env asks for"
     )
     layout.add_argument("--output", type=Path, default=None, help="default: the deploy/ one")
-    preflight = commands.add_parser("preflight", help="check what `make up` needs")
-    check = commands.add_parser("check-stack", help="is every compose service ready?")
-    urls_command = commands.add_parser("urls", help="print the URLs of the compose stack")
-    for command in (layout, preflight, check, urls_command):
-        command.add_argument("--sim", action="store_true", help="the simulator layout (no GPU)")
-        command.add_argument("--env-file", type=Path, default=None, help="default: deploy/.env")
+    preflight = command("preflight", _preflight, "check what `make up` needs")
+    check = command("check-stack", _check_stack, "is every compose service ready?")
+    urls_command = command("urls", _urls, "print the URLs of the compose stack")
+    for sub in (layout, preflight, check, urls_command):
+        sub.add_argument("--sim", action="store_true", help="the simulator layout (no GPU)")
+        sub.add_argument("--env-file", type=Path, default=None, help="default: deploy/.env")
     check.add_argument(
         "--file", action="append", type=Path, default=[], help="a site compose override"
     )
     check.add_argument("--timeout", type=float, default=120, help="seconds to wait for health")
-    args = parser.parse_args(argv)
-    local = LocalStack()
+    return parser
 
-    if args.command == "stop":
-        stopped = local.stop()
-        print(f"stopped: {', '.join(stopped)}" if stopped else "no local stack was running")
-        return 0
-    if args.command == "status":
-        running = local.running()
-        print(f"running: {', '.join(running)}" if running else "not running")
-        return 0 if running else 1
-    if args.command == "layout":
-        from .layout import LAYOUT_FILE, LayoutError, write_for
-        from .preflight import ENV_FILE
 
-        try:
-            planned = write_for(
-                args.env_file or ENV_FILE, sim=args.sim, path=args.output or LAYOUT_FILE
-            )
-        except LayoutError as error:
-            print(f"✗ {error}", file=sys.stderr)
-            return 2
-        print(f"layout: {planned.describe()} → {(args.output or LAYOUT_FILE).name}")
-        return 0
-    if args.command == "preflight":
-        from .preflight import ENV_FILE, problems, warnings
+def _stop(_: argparse.Namespace) -> int:
+    stopped = LocalStack().stop()
+    print(f"stopped: {', '.join(stopped)}" if stopped else "no local stack was running")
+    return 0
 
-        for warning in warnings(args.env_file or ENV_FILE):
-            print(f"⚠ {warning}", file=sys.stderr)
-        found = problems(sim=args.sim, env_file=args.env_file or ENV_FILE)
-        for problem in found:
-            print(f"✗ {problem}", file=sys.stderr)
-        if not found:
-            print("✓ prerequisites present")
-        return 1 if found else 0
-    if args.command == "check-stack":
-        from .preflight import ENV_FILE
-        from .stackcheck import Stack, report, wait_until_ready
 
-        compose_stack = Stack(args.sim, args.env_file or ENV_FILE, tuple(args.file))
-        unready = wait_until_ready(compose_stack, args.timeout)
-        if unready:
-            report(compose_stack, unready)
-            return 1
-        print("✓ every service is ready")
-        return 0
-    if args.command == "urls":
-        from .preflight import ENV_FILE, published_ports, urls
+def _status(_: argparse.Namespace) -> int:
+    running = LocalStack().running()
+    print(f"running: {', '.join(running)}" if running else "not running")
+    return 0 if running else 1
 
-        project = compose.config(sim=args.sim, env_file=args.env_file or ENV_FILE)
-        print("\n".join(urls(published_ports(project))))
-        return 0
 
+def _layout(args: argparse.Namespace) -> int:
+    from .layout import LAYOUT_FILE, LayoutError, write_for
+    from .preflight import ENV_FILE
+
+    try:
+        planned = write_for(
+            args.env_file or ENV_FILE, sim=args.sim, path=args.output or LAYOUT_FILE
+        )
+    except LayoutError as error:
+        print(f"✗ {error}", file=sys.stderr)
+        return 2
+    print(f"layout: {planned.describe()} → {(args.output or LAYOUT_FILE).name}")
+    return 0
+
+
+def _preflight(args: argparse.Namespace) -> int:
+    from .preflight import ENV_FILE, problems, warnings
+
+    for warning in warnings(args.env_file or ENV_FILE):
+        print(f"⚠ {warning}", file=sys.stderr)
+    found = problems(sim=args.sim, env_file=args.env_file or ENV_FILE)
+    for problem in found:
+        print(f"✗ {problem}", file=sys.stderr)
+    if not found:
+        print("✓ prerequisites present")
+    return 1 if found else 0
+
+
+def _check_stack(args: argparse.Namespace) -> int:
+    from .preflight import ENV_FILE
+    from .stackcheck import Stack, report, wait_until_ready
+
+    compose_stack = Stack(args.sim, args.env_file or ENV_FILE, tuple(args.file))
+    unready = wait_until_ready(compose_stack, args.timeout)
+    if unready:
+        report(compose_stack, unready)
+        return 1
+    print("✓ every service is ready")
+    return 0
+
+
+def _urls(args: argparse.Namespace) -> int:
+    from .preflight import ENV_FILE, published_ports, urls
+
+    project = compose.config(sim=args.sim, env_file=args.env_file or ENV_FILE)
+    print("\n".join(urls(published_ports(project))))
+    return 0
+
+
+def _dev(args: argparse.Namespace) -> int:
     services = local_services()
-    if args.command == "dev":
-        local.up(services, reset=args.reset)
-        print_urls(services)
-        return 0
+    LocalStack().up(services, reset=args.reset)
+    print_urls(services)
+    return 0
 
-    # demo: a fresh stack every time, so the scenarios find the seeded leaves as they were
+
+def _demo(args: argparse.Namespace) -> int:
+    """A fresh stack every time, so the scenarios find the seeded leaves as they were."""
     from .demo import run_scenarios
 
+    local, services = LocalStack(), local_services()
     stopped = local.stop()
     if stopped:
         print(f"restarting the local stack (stopped {', '.join(stopped)})")
