@@ -56,6 +56,9 @@ class ServerSettings(BaseSettings):
     oidc_jwks_max_stale_seconds: float = Field(
         3600.0, gt=0, description="Keys held keep working this long when the JWKS URL is down."
     )
+    otlp_traces_endpoint: HttpUrl | None = Field(
+        None, description="OTLP/HTTP traces URL (…/v1/traces); unset: no traces exported."
+    )
     log_level: LogLevel = "info"
 
     @model_validator(mode="after")
