@@ -8,7 +8,7 @@ from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from common.contract import SYSTEM_PROMPT
-from common.entrypoint import CommaList, DatabaseUrl, HttpUrl, LogLevel
+from common.entrypoint import CommaList, DatabaseUrl, HttpUrl, LogLevel, OptionalHttpUrl
 
 
 class LoopSettings(BaseSettings):
@@ -41,7 +41,7 @@ class LoopSettings(BaseSettings):
     session_max_messages: int = Field(40, ge=2, description="History kept per session.")
     store_url: DatabaseUrl = "sqlite:///var/loop.db"
     agent_model_name: str = Field("leave-copilot-agent", description="Model name of the facade.")
-    otlp_traces_endpoint: HttpUrl | None = Field(
+    otlp_traces_endpoint: OptionalHttpUrl = Field(
         None, description="OTLP/HTTP traces URL (…/v1/traces); unset: no traces exported."
     )
     trace_log: bool = Field(False, description="Also log each span as a JSON line (loop.trace).")
