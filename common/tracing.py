@@ -9,6 +9,7 @@ and FastAPI's own spans use it too), and shut down as the app's lifespan ends.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 import logging
 import threading
@@ -113,8 +114,6 @@ def _log_exporter(log: logging.Logger) -> Any:
 
 
 def span_record(span: ReadableSpan) -> dict[str, Any]:
-    import datetime as dt
-
     started = span.start_time or 0
     ended = span.end_time or started
     parent = span.parent
