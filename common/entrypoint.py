@@ -33,6 +33,10 @@ def _split_commas(value: object) -> object:
     return value
 
 
+def _empty_is_none(value: object) -> object:
+    return None if value == "" else value
+
+
 def _http_url(value: str) -> str:
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -56,6 +60,8 @@ LogLevel = Annotated[
     Literal["debug", "info", "warning", "error", "critical"], BeforeValidator(_lower)
 ]
 HttpUrl = Annotated[str, AfterValidator(_http_url)]
+# Unset when empty: compose passes a variable the site left empty as "".
+OptionalHttpUrl = Annotated[HttpUrl | None, BeforeValidator(_empty_is_none)]
 # "a, b,c" from the environment; NoDecode: pydantic-settings would otherwise expect JSON.
 CommaList = Annotated[list[str], NoDecode, BeforeValidator(_split_commas)]
 DatabaseUrl = Annotated[str, AfterValidator(_database_url)]

@@ -83,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import logging
 
+    from common import tracing
+
     from .app import create_app
     from .store import RunStore
 
@@ -93,7 +95,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     with opening("LOOP_STORE_URL", "the run store"):
         store = RunStore(settings.store_url)
-    serve(create_app(settings, store), settings)
+    traces = tracing.start(
+        "leave-loop",
+        endpoint=settings.otlp_traces_endpoint,
+        log=logging.getLogger("loop.trace") if settings.trace_log else None,
+    )
+    app = create_app(settings, store)
+    serve(app if traces is None else traces.around(app), settings)
     return 0
 
 

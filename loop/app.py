@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx2
 from fastapi import FastAPI
+from fastapi.telemetry import TelemetryConfig
 
 from common.limits import BodySizeLimit, HeaderSizeLimit
 
@@ -27,6 +28,18 @@ logger = logging.getLogger(__name__)
 # How long shutdown waits for cancelled runs to record themselves before it closes the MCP
 # connections and the store under them.
 SHUTDOWN_GRACE_SECONDS = 10.0
+# FastAPI's own OpenTelemetry: with a tracer provider set (loop/tracing.py's, when traces are
+# on) a SERVER span per request, continuing the caller's `traceparent` if it sent one; a run
+# is a child of its request's span. Only the traces: metrics are Prometheus's, and it never
+# sets up exporters of its own (our setting is the one switch). Probes are left out.
+PROBES = frozenset({"/healthz", "/readyz", "/metrics"})
+TELEMETRY: TelemetryConfig = {
+    "metrics": False,
+    "logs": False,
+    "operation_spans": False,
+    "auto_configure": False,
+    "exclude": lambda scope: scope.get("path") in PROBES,
+}
 
 
 def create_app(settings: LoopSettings | None = None, store: RunStore | None = None) -> FastAPI:
@@ -54,7 +67,6 @@ def create_app(settings: LoopSettings | None = None, store: RunStore | None = No
             metrics=metrics,
             max_concurrent_runs=settings.max_concurrent_runs,
             session_max_messages=settings.session_max_messages,
-            trace_model_name=settings.model_name if settings.trace_log else None,
             instance_id=settings.identity,
             lease_seconds=settings.lease_seconds,
         )
@@ -89,6 +101,7 @@ def create_app(settings: LoopSettings | None = None, store: RunStore | None = No
         responses=errors(413, 431),  # every route: see the limits below
         docs_url=None,  # docs.install serves them without a CDN
         redoc_url=None,
+        telemetry=TELEMETRY,
     )
     # Outermost: oversized headers, and bodies, are refused before anything parses or
     # forwards them (a body without Content-Length once more than the limit has arrived).

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from common.contract import SYSTEM_PROMPT, TOOL_ERROR_PREFIX
 from common.tokens import tools_tokens
 
-from . import toolcall_text, verify
+from . import toolcall_text, tracing, verify
 from .context import (
     CONTEXT_OVERFLOW_ANSWER,
     ContextOverflow,
@@ -63,6 +63,8 @@ class ModelReply:
     finish_reason: str
     prompt_tokens: int
     completion_tokens: int
+    response_id: str = ""  # the server's id of the completion (vLLM's request id)
+    response_model: str = ""
 
 
 class ModelError(Exception):
@@ -377,7 +379,8 @@ class AgentLoop:
 
         async def one(call: dict[str, Any]) -> str:
             async with limit:
-                return await self._run_one(call, catalogue, tools, state, emit)
+                with tracing.tool_span(call["function"]["name"], call["id"]):
+                    return await self._run_one(call, catalogue, tools, state, emit)
 
         results = await asyncio.gather(*(one(c) for c in calls))
         for call, text in zip(calls, results, strict=True):  # original order
@@ -461,6 +464,7 @@ class AgentLoop:
                 if result.is_error:
                     step.error = "tool_error"
         state.close(step)
+        tracing.tool_finished(step.error)
         if may_change:
             await state.checkpoint()
         await emit(
@@ -483,7 +487,8 @@ class AgentLoop:
         step = state.step("verify", check[0])
         step.arguments = check[1]
         try:
-            found = await asyncio.wait_for(tools.call(*check), self.config.tool_timeout)
+            with tracing.tool_span(check[0], None, verify=True):
+                found = await asyncio.wait_for(tools.call(*check), self.config.tool_timeout)
         except asyncio.CancelledError:
             state.close(step, error="cancelled")
             raise

@@ -26,6 +26,7 @@ from mcp import Client, MCPError
 from mcp.client import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import ElicitRequestParams, ElicitResult, Tool
+from opentelemetry import propagate
 
 from .engine import ToolInfo, ToolResult
 
@@ -119,6 +120,12 @@ class McpConnection:
     async def _own(self) -> None:
         headers = {"Authorization": f"Bearer {self._token}"}
 
+        async def send_trace_context(request: httpx2.Request) -> None:
+            # The MCP SDK sends it in the request's `_meta` too (SEP-414); the header is for
+            # whatever stands in front of the server, and servers that read only headers.
+            # Its POSTs run in the calling task's context, inside its `MCP send` span.
+            propagate.inject(request.headers)
+
         async def watch_status(response: httpx2.Response) -> None:
             # The SDK turns HTTP errors into a generic JSON-RPC error; keep the 401 apart.
             if response.status_code == 401:
@@ -128,7 +135,7 @@ class McpConnection:
             async with (
                 httpx2.AsyncClient(
                     headers=headers,
-                    event_hooks={"response": [watch_status]},
+                    event_hooks={"request": [send_trace_context], "response": [watch_status]},
                     timeout=httpx2.Timeout(
                         self._connect_timeout,
                         read=max(MIN_HTTP_READ_TIMEOUT, self._read_timeout + 30),

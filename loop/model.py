@@ -11,7 +11,11 @@ from typing import Any, cast
 
 import openai
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from opentelemetry.trace import Span
 
+from common.tracing import inject_headers
+
+from . import tracing
 from .engine import ModelContextExceeded, ModelError, ModelReply
 from .toolcall_text import content_of_tool_turn, could_open_tool_call
 
@@ -33,8 +37,11 @@ current_session: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 
 
 def _options() -> openai.RequestOptions:
+    """The call's headers: the session (for the router) and the W3C trace context of the
+    current `chat` span (for vLLM's own span: a child of it); neither when there is none."""
     session = current_session.get()
-    return BEARER if session is None else {**BEARER, "headers": {SESSION_HEADER: session}}
+    headers = inject_headers({} if session is None else {SESSION_HEADER: session})
+    return {**BEARER, "headers": headers} if headers else BEARER
 
 
 class OpenAIChatModel:
@@ -78,6 +85,23 @@ class OpenAIChatModel:
         tools: list[dict[str, Any]],
         on_text: Callable[[str], Awaitable[None]] | None = None,
     ) -> ModelReply:
+        with tracing.chat_span(
+            self.model,
+            str(self.client.base_url),
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+        ) as span:
+            reply = await self._complete(messages, tools, on_text, span)
+            tracing.chat_finished(span, reply)
+            return reply
+
+    async def _complete(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        on_text: Callable[[str], Awaitable[None]] | None,
+        span: Span,
+    ) -> ModelReply:
         attempt = 0
         while True:
             try:
@@ -96,6 +120,7 @@ class OpenAIChatModel:
                 delay *= 1 + random.uniform(0, 0.1)  # spread retries of concurrent runs
                 attempt += 1
                 self.on_retry(reason)
+                span.add_event("retry", {"error.type": reason, "leave_loop.attempt": attempt})
                 logger.info("model call failed (%s); retry %d in %.2fs", reason, attempt, delay)
                 await asyncio.sleep(delay)
             except openai.APIStatusError as error:  # 4xx: retrying will not help
@@ -156,6 +181,8 @@ class OpenAIChatModel:
             finish_reason=finish_reason or "stop",
             prompt_tokens=usage.prompt_tokens if usage else 0,
             completion_tokens=usage.completion_tokens if usage else 0,
+            response_id=response.id or "",
+            response_model=response.model or "",
         )
 
     async def _streamed(
@@ -180,7 +207,9 @@ class OpenAIChatModel:
         calls: dict[int, dict[str, Any]] = {}
         finish_reason = "stop"
         prompt_tokens = completion_tokens = 0
+        response_id = response_model = ""
         async for chunk in stream:
+            response_id, response_model = chunk.id or response_id, chunk.model or response_model
             if chunk.usage:
                 prompt_tokens = chunk.usage.prompt_tokens
                 completion_tokens = chunk.usage.completion_tokens
@@ -220,7 +249,9 @@ class OpenAIChatModel:
             message = {"role": "assistant", "content": text}
             if on_text is not None and held < len(content):
                 await on_text("".join(content[held:]))  # a text turn's held text, at its end
-        return ModelReply(message, finish_reason, prompt_tokens, completion_tokens)
+        return ModelReply(
+            message, finish_reason, prompt_tokens, completion_tokens, response_id, response_model
+        )
 
     async def close(self) -> None:
         await self.client.close()

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import anyio.to_thread
 from mcp.types import ElicitResult
+from opentelemetry.trace import Span
 
 from common.sqlite import WriteLockTaken, utcnow
 
@@ -34,7 +35,7 @@ from .mcp_pool import McpConnection, McpPool, McpUnavailable, current_confirm_ha
 from .metrics import LoopMetrics
 from .model import current_session
 from .store import RunRecord, RunStore
-from .tracing import log_run
+from .tracing import run_finished, run_span
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -200,7 +201,6 @@ class RunManager:
         metrics: LoopMetrics,
         max_concurrent_runs: int,
         session_max_messages: int,
-        trace_model_name: str | None = None,
         instance_id: str = "loop",
         lease_seconds: float = 30.0,
     ) -> None:
@@ -214,7 +214,6 @@ class RunManager:
         self._streaming_loop = AgentLoop(streaming_model, config)
         self._slots = asyncio.Semaphore(max_concurrent_runs)
         self._session_max = session_max_messages
-        self._trace_model_name = trace_model_name  # set: log each finished run's spans
         self.active: dict[str, ActiveRun] = {}
         # Writes that may wait for the database (every write on PostgreSQL; on SQLite, one that
         # finds another process writing) go to the store one at a time, on a thread of their
@@ -300,7 +299,14 @@ class RunManager:
         return run
 
     async def _execute(self, run: ActiveRun, token: str, stream: bool) -> dict[str, Any]:
-        """Run, record, publish. Whatever fails, the run ends with a result and its stream ends."""
+        """Run, record, publish. Whatever fails, the run ends with a result and its stream ends.
+        One trace: its model and tool calls are spans inside the run's."""
+        with run_span(run.id) as span:
+            return await self._execute_traced(run, token, stream, span)
+
+    async def _execute_traced(
+        self, run: ActiveRun, token: str, stream: bool, span: Span
+    ) -> dict[str, Any]:
         history: list[dict[str, Any]] = []
         record = RunRecord(
             id=run.id,
@@ -342,8 +348,7 @@ class RunManager:
         except Exception:
             logger.exception("could not record run %s", run.id)
         self._count(run, result)
-        if self._trace_model_name:
-            log_run(run.id, self._trace_model_name, result)
+        run_finished(span, result, run.session_id)
         await run.emit("run.finished", final)
         if run.streamed:
             await run.events.put(None)

@@ -8,7 +8,7 @@ from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from common.contract import SYSTEM_PROMPT
-from common.entrypoint import CommaList, DatabaseUrl, HttpUrl, LogLevel
+from common.entrypoint import CommaList, DatabaseUrl, HttpUrl, LogLevel, OptionalHttpUrl
 
 
 class LoopSettings(BaseSettings):
@@ -42,7 +42,10 @@ class LoopSettings(BaseSettings):
     session_max_messages: int = Field(40, ge=2, description="History kept per session.")
     store_url: DatabaseUrl = "sqlite:///var/loop.db"
     agent_model_name: str = Field("leave-copilot-agent", description="Model name of the facade.")
-    trace_log: bool = Field(False, description="Log OpenTelemetry-GenAI-named spans per run.")
+    otlp_traces_endpoint: OptionalHttpUrl = Field(
+        None, description="OTLP/HTTP traces URL (…/v1/traces); unset: no traces exported."
+    )
+    trace_log: bool = Field(False, description="Also log each span as a JSON line (loop.trace).")
     max_header_bytes: int = Field(16384, ge=1024, description="Larger request headers → 431.")
     max_body_bytes: int = Field(1_048_576, ge=1024, description="Larger request bodies → 413.")
     rejected_token_cache_seconds: float = Field(

@@ -1,86 +1,125 @@
-"""Trace records of finished runs, named after the OpenTelemetry GenAI semantic conventions.
+"""The loop's spans, named after the OpenTelemetry GenAI semantic conventions.
 
-One JSON line per span on the `loop.trace` logger: the run (`invoke_agent`), each model call
-(`chat`) and each tool call (`execute_tool`), with the trace id shared and the parent named, so a
-log pipeline can rebuild the tree or forward it to a tracing backend.
+A run is `invoke_agent leave-copilot`, a child of its HTTP request's span (FastAPI's own, which
+continues the client's `traceparent` if it sent one). Inside it each model call is
+`chat <model>` (its HTTP request carries the W3C `traceparent`, so vLLM's own span joins the
+trace) and each tool call `execute_tool <tool>` (inside which the MCP SDK opens its
+`MCP send tools/call <tool>` span and sends the trace context on to the MCP server). Where
+spans go is common/tracing.py's business; with tracing off these are the OpenTelemetry API's
+no-op spans.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import json
-import logging
-import secrets
-from typing import Any
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
-from .engine import RunResult
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind, StatusCode
 
-logger = logging.getLogger("loop.trace")
+if TYPE_CHECKING:
+    from .engine import ModelReply, RunResult
+
 AGENT_NAME = "leave-copilot"
+PROVIDER = "vllm"
+tracer = trace.get_tracer("leave_loop")
 
 
-def spans(run_id: str, model_name: str, result: RunResult) -> list[dict[str, Any]]:
-    trace_id = secrets.token_hex(16)
-    root_id = secrets.token_hex(8)
-    started = result.steps[0].started_at if result.steps else dt.datetime.now(dt.UTC).isoformat()
-    total_ms = sum(s.duration_ms for s in result.steps)
-    records = [
+@contextmanager
+def run_span(run_id: str) -> Iterator[Span]:
+    """The run's span; `run_finished` fills in how it ended."""
+    attributes = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": AGENT_NAME,
+        "leave_loop.run.id": run_id,
+    }
+    with tracer.start_as_current_span(f"invoke_agent {AGENT_NAME}", attributes=attributes) as span:
+        yield span
+
+
+def run_finished(span: Span, result: RunResult, session_id: str) -> None:
+    """`session_id` as the run ended up in (another user's id is replaced by a fresh one)."""
+    if not span.is_recording():
+        return
+    span.set_attributes(
         {
-            "trace_id": trace_id,
-            "span_id": root_id,
-            "parent_id": None,
-            "name": f"invoke_agent {AGENT_NAME}",
-            "start": started,
-            "duration_ms": round(total_ms, 3),
-            "attributes": {
-                "gen_ai.operation.name": "invoke_agent",
-                "gen_ai.agent.name": AGENT_NAME,
-                "gen_ai.conversation.id": run_id,
-                "gen_ai.usage.input_tokens": result.prompt_tokens,
-                "gen_ai.usage.output_tokens": result.completion_tokens,
-                "leave_loop.status": result.status,
-                "leave_loop.turns": result.turns,
-            },
+            "gen_ai.conversation.id": session_id,
+            "gen_ai.usage.input_tokens": result.prompt_tokens,
+            "gen_ai.usage.output_tokens": result.completion_tokens,
+            "leave_loop.status": str(result.status),
+            "leave_loop.turns": result.turns,
         }
-    ]
-    for step in result.steps:
-        if step.type == "model":
-            name = f"chat {model_name}"
-            attributes: dict[str, Any] = {
-                "gen_ai.operation.name": "chat",
-                "gen_ai.provider.name": "vllm",
-                "gen_ai.request.model": model_name,
-                "gen_ai.usage.input_tokens": step.prompt_tokens,
-                "gen_ai.usage.output_tokens": step.completion_tokens,
-            }
-            if isinstance(step.result, dict):
-                attributes["gen_ai.response.finish_reasons"] = [step.result.get("finish_reason")]
-        elif step.type in ("tool", "verify"):
-            name = f"execute_tool {step.name}"
-            attributes = {
-                "gen_ai.operation.name": "execute_tool",
-                "gen_ai.tool.name": step.name,
-                "gen_ai.tool.call.id": step.tool_call_id,
-            }
-        else:
-            name = f"detection {step.name}"
-            attributes = {}
-        if step.error:
-            attributes["error.type"] = step.error.split(":", 1)[0]
-        records.append(
-            {
-                "trace_id": trace_id,
-                "span_id": secrets.token_hex(8),
-                "parent_id": root_id,
-                "name": name,
-                "start": step.started_at,
-                "duration_ms": step.duration_ms,
-                "attributes": attributes,
-            }
-        )
-    return records
+    )
+    for detection in result.detections:
+        span.add_event("detection", {"leave_loop.detection": detection})
+    if result.status == "failed":
+        span.set_attribute("error.type", (result.reason or "failed").split(":", 1)[0])
+        span.set_status(StatusCode.ERROR, result.reason)
 
 
-def log_run(run_id: str, model_name: str, result: RunResult) -> None:
-    for record in spans(run_id, model_name, result):
-        logger.info(json.dumps(record, ensure_ascii=False))
+@contextmanager
+def chat_span(
+    model: str, base_url: str, *, temperature: float, max_tokens: int | None
+) -> Iterator[Span]:
+    """One model call, retries included (each retry an event on it)."""
+    server = urlsplit(base_url)
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": PROVIDER,
+        "gen_ai.request.model": model,
+        "gen_ai.request.temperature": temperature,
+        "server.address": server.hostname or "",
+        "server.port": server.port or (443 if server.scheme == "https" else 80),
+    }
+    if max_tokens:
+        attributes["gen_ai.request.max_tokens"] = max_tokens
+    with tracer.start_as_current_span(
+        f"chat {model}", kind=SpanKind.CLIENT, attributes=attributes
+    ) as span:
+        try:
+            yield span
+        except Exception as error:
+            span.set_attribute("error.type", type(error).__name__)
+            raise
+
+
+def chat_finished(span: Span, reply: ModelReply) -> None:
+    if not span.is_recording():
+        return
+    span.set_attributes(
+        {
+            "gen_ai.usage.input_tokens": reply.prompt_tokens,
+            "gen_ai.usage.output_tokens": reply.completion_tokens,
+            "gen_ai.response.finish_reasons": [reply.finish_reason],
+        }
+    )
+    if reply.response_id:
+        span.set_attribute("gen_ai.response.id", reply.response_id)
+    if reply.response_model:
+        span.set_attribute("gen_ai.response.model", reply.response_model)
+
+
+@contextmanager
+def tool_span(name: str, call_id: str | None, *, verify: bool = False) -> Iterator[Span]:
+    """One tool call (a `verify` one reads back what a timed-out write did)."""
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": name,
+        "gen_ai.tool.type": "function",
+    }
+    if call_id:
+        attributes["gen_ai.tool.call.id"] = call_id
+    if verify:
+        attributes["leave_loop.verify"] = True
+    with tracer.start_as_current_span(f"execute_tool {name}", attributes=attributes) as span:
+        yield span
+
+
+def tool_finished(error: str | None) -> None:
+    """How the current tool span's call ended: its step's error, if any."""
+    if error:
+        span = trace.get_current_span()
+        span.set_attribute("error.type", error.split(":", 1)[0])
+        span.set_status(StatusCode.ERROR)

@@ -48,7 +48,11 @@ def main(argv: list[str] | None = None) -> int:
 
     with opening("MCP_DATABASE_URL", "the leave database"):
         refuse_demo_tokens_in_production(settings, database)
-    serve(create_app(settings, database), settings)
+    from common import tracing
+
+    traces = tracing.start("leave-mcp-server", endpoint=settings.otlp_traces_endpoint)
+    app = create_app(settings, database)
+    serve(app if traces is None else traces.around(app), settings)
     return 0
 
 

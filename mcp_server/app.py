@@ -18,6 +18,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from common.sqlite import utcnow
+from common.tracing import TraceContext
 
 from .auth import EmployeeTokenVerifier, SignInOutage
 from .identity import Identities
@@ -121,7 +122,10 @@ def create_app(settings: ServerSettings, database: Database | None = None) -> AS
             tasks.cancel_scope.cancel()
 
     app.router.lifespan_context = lifespan
-    return CountAuthFailures(SignInOutage(app), metrics)
+    served: ASGIApp = CountAuthFailures(SignInOutage(app), metrics)
+    # A tool call continues the caller's trace: the SDK reads it from the request's `_meta`,
+    # this from the HTTP `traceparent` header (a client that sends only that).
+    return TraceContext(served) if settings.otlp_traces_endpoint else served
 
 
 def sign_in(settings: ServerSettings, identities: Identities) -> SignIn | None:

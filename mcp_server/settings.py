@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from common.entrypoint import CommaList, DatabaseUrl, HttpUrl, LogLevel
+from common.entrypoint import CommaList, DatabaseUrl, HttpUrl, LogLevel, OptionalHttpUrl
 
 # Placeholders shipped in examples; a production server refuses to start with any of them.
 KNOWN_DEFAULT_SECRETS = frozenset({"dev-elicitation-state-key-not-for-production-use-000000"})
@@ -56,6 +56,9 @@ class ServerSettings(BaseSettings):
     oidc_jwks_refresh_seconds: float = Field(300.0, gt=0)
     oidc_jwks_max_stale_seconds: float = Field(
         3600.0, gt=0, description="Keys held keep working this long when the JWKS URL is down."
+    )
+    otlp_traces_endpoint: OptionalHttpUrl = Field(
+        None, description="OTLP/HTTP traces URL (…/v1/traces); unset: no traces exported."
     )
     log_level: LogLevel = "info"
 

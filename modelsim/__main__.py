@@ -21,7 +21,11 @@ def main(argv: list[str] | None = None) -> int:
     settings = load_settings(SimSettings)
     if settings is None:
         return 2
-    serve(create_app(settings), settings)
+    from common import tracing
+
+    traces = tracing.start("modelsim", endpoint=settings.otlp_traces_endpoint)
+    app = create_app(settings)
+    serve(app if traces is None else traces.around(app), settings)
     return 0
 
 

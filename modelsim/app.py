@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+from opentelemetry.context import Context
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -22,7 +23,7 @@ from starlette.routing import Route
 from common import sse
 
 from . import generate as gen
-from . import policy
+from . import policy, tracing
 from .errors import ApiError
 from .gpu import SimulatedGpuCollector
 from .latency import Scheduler, profile_from
@@ -68,6 +69,7 @@ class Simulator:
         self.metrics.registry.register(
             SimulatedGpuCollector(self.scheduler.clock, settings.gpu_ids)
         )
+        self.traced = settings.otlp_traces_endpoint is not None
         self.default_faults = gen.parse_faults(settings.fault)
         self._fault_random = random.Random(settings.seed)
         self.created = int(time.time())
@@ -103,11 +105,12 @@ class Simulator:
             self._count_http(error.status)
             return error.response()
         self._count_http(200)
+        parent = tracing.incoming(request.headers) if self.traced else None
         if chat.stream:
             return StreamingResponse(
-                self._stream(chat, output, arrival), media_type="text/event-stream"
+                self._stream(chat, output, arrival, parent), media_type="text/event-stream"
             )
-        return await self._complete(chat, output, arrival)
+        return await self._complete(chat, output, arrival, parent)
 
     async def models(self, _: Request) -> Response:
         return JSONResponse(
@@ -148,8 +151,11 @@ class Simulator:
 
     # -- generation -----------------------------------------------------------------------
 
-    async def _complete(self, chat: ChatRequest, output: gen.Output, arrival: float) -> Response:
+    async def _complete(
+        self, chat: ChatRequest, output: gen.Output, arrival: float, parent: Context | None
+    ) -> Response:
         timing = _Timing(arrival)
+        completion_id = f"chatcmpl-{secrets.token_hex(8)}"
         lease = await self._admit(chat, output, timing)
         generated = 0
         try:
@@ -168,6 +174,7 @@ class Simulator:
             self._release(chat, output, lease, generated)
         timing.finished = time.perf_counter()
         self._observe(chat, output, timing, output.finish_reason, lease)
+        self._trace(parent, completion_id, chat, timing)
         self.metrics.parser_invocation(False, bool(output.calls))
         message: dict[str, Any] = {
             "role": "assistant",
@@ -187,7 +194,7 @@ class Simulator:
             "reasoning": None,
         }
         body = {
-            "id": f"chatcmpl-{secrets.token_hex(8)}",
+            "id": completion_id,
             "object": "chat.completion",
             "created": int(time.time()),
             "model": chat.model,
@@ -207,7 +214,7 @@ class Simulator:
         return Response(json.dumps(body, ensure_ascii=False), media_type="application/json")
 
     async def _stream(
-        self, chat: ChatRequest, output: gen.Output, arrival: float
+        self, chat: ChatRequest, output: gen.Output, arrival: float, parent: Context | None
     ) -> AsyncIterator[bytes]:
         timing = _Timing(arrival)
         completion_id = f"chatcmpl-{secrets.token_hex(8)}"
@@ -266,6 +273,7 @@ class Simulator:
             timing.finished = time.perf_counter()
             self._release(chat, output, lease, _generated(timing))
             self._observe(chat, output, timing, finish_reason, lease)
+            self._trace(parent, completion_id, chat, timing)
             if self._timing_log is not None and finish_reason != "abort":
                 self._log_timing(timing, completion_id)
 
@@ -388,6 +396,23 @@ class Simulator:
                 itl.observe(gap)
             if generated > 1:
                 child(m.tpot).observe(decode / (generated - 1))
+
+    def _trace(
+        self, parent: Context | None, completion_id: str, chat: ChatRequest, timing: _Timing
+    ) -> None:
+        if self.traced:
+            tracing.record(
+                parent,
+                request_id=completion_id,
+                model=chat.model,
+                max_tokens=chat.max_tokens,
+                prompt_tokens=chat.prompt_tokens,
+                completion_tokens=_generated(timing),
+                arrival=timing.arrival,
+                admitted=timing.admitted,
+                first_token=timing.first_token,
+                finished=timing.finished,
+            )
 
     def close(self) -> None:
         if self._timing_log is not None:

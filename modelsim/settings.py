@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from common.entrypoint import CommaList, LogLevel
+from common.entrypoint import CommaList, LogLevel, OptionalHttpUrl
 
 from .faults import FAULTS
 
@@ -49,6 +49,11 @@ class SimSettings(BaseSettings):
     gpu_ids: CommaList = Field(
         default_factory=lambda: ["0"],
         description="GPU indices this replica stands for, in its simulated DCGM series.",
+    )
+    otlp_traces_endpoint: OptionalHttpUrl = Field(
+        None,
+        description="OTLP/HTTP traces URL (…/v1/traces): a span per request, as vLLM's "
+        "--otlp-traces-endpoint gives; unset: none.",
     )
     log_level: LogLevel = "info"
 

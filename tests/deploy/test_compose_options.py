@@ -1,14 +1,16 @@
-"""The compose options beyond the default layout: PostgreSQL (profile "postgres") and MCP
-server replicas, resolved by the real Compose binary."""
+"""The compose options beyond the default layout: PostgreSQL (profile "postgres"), MCP
+server replicas and traces (profile "tracing"), resolved by the real Compose binary."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
+import yaml
 
 from stack import compose
 from stack.preflight import published_ports
+from tests.deploy.test_compose import recorded_flags
 
 POSTGRES_ENV = {
     "COMPOSE_PROFILES": "postgres",
@@ -81,3 +83,75 @@ def test_host_ports_of_a_port_or_a_range(published, ports):
 def test_a_backwards_port_range_is_a_clear_error():
     with pytest.raises(ValueError, match="ends before it starts"):
         compose.host_ports("8091-8090")
+
+
+COLLECTOR = "http://otel-collector:4318/v1/traces"
+TRACED = {"COMPOSE_PROFILES": "tracing", "OTLP_TRACES_ENDPOINT": COLLECTOR}
+
+
+def traced_services(sim: bool, **environ: str) -> dict:
+    env = {"PATH": os.environ["PATH"], **environ}
+    if not sim:
+        env["COMPOSE_PROFILES"] = ",".join(filter(None, ["gpu", env.get("COMPOSE_PROFILES")]))
+    return compose.config(sim=sim, environ=env)
+
+
+def test_traces_are_off_unless_an_endpoint_is_set(monkeypatch):
+    gpu = traced_services(sim=False)["services"]
+    sim = traced_services(sim=True)["services"]
+    assert "--otlp-traces-endpoint" not in gpu["vllm-0"]["command"]
+    assert "otel-collector" not in gpu and "otel-collector" not in sim
+    assert sim["loop"]["environment"]["LOOP_OTLP_TRACES_ENDPOINT"] == ""
+    assert sim["mcp-server"]["environment"]["MCP_OTLP_TRACES_ENDPOINT"] == ""
+    assert sim["vllm-0"]["environment"]["SIM_OTLP_TRACES_ENDPOINT"] == ""
+    # the empty value compose passes is "unset" to every service
+    from loop.settings import LoopSettings
+    from mcp_server.settings import ServerSettings
+    from modelsim.settings import SimSettings
+
+    for name in ("LOOP", "MCP", "SIM"):
+        monkeypatch.setenv(f"{name}_OTLP_TRACES_ENDPOINT", "")
+    assert LoopSettings().otlp_traces_endpoint is None
+    assert ServerSettings().otlp_traces_endpoint is None
+    assert SimSettings().otlp_traces_endpoint is None
+
+
+def test_an_endpoint_turns_on_every_services_traces_and_vllms_own():
+    gpu = traced_services(sim=False, **TRACED)["services"]
+    command = gpu["vllm-0"]["command"]
+    at = command.index("--otlp-traces-endpoint")
+    assert command[at + 1] == COLLECTOR and "--otlp-traces-endpoint" in recorded_flags()[0]
+    # vLLM's exporter speaks gRPC unless told; the collector's 4318 is OTLP/HTTP
+    assert gpu["vllm-0"]["environment"]["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"] == "http/protobuf"
+    assert gpu["loop"]["environment"]["LOOP_OTLP_TRACES_ENDPOINT"] == COLLECTOR
+    for name in ("mcp-seed", "mcp-server"):
+        assert gpu[name]["environment"]["MCP_OTLP_TRACES_ENDPOINT"] == COLLECTOR
+    sim = traced_services(sim=True, **TRACED)["services"]
+    assert sim["vllm-0"]["environment"]["SIM_OTLP_TRACES_ENDPOINT"] == COLLECTOR
+
+
+@pytest.mark.parametrize("backend", ["", "http://tempo.example.internal:4318"])
+def test_the_collector_receives_otlp_and_sends_it_where_the_site_says(backend):
+    project = traced_services(sim=True, **TRACED, TRACES_BACKEND_URL=backend)
+    collector = project["services"]["otel-collector"]
+    assert collector["image"] == "otel/opentelemetry-collector:0.149.0"
+    assert collector["profiles"] == ["tracing"] and collector["restart"] == "unless-stopped"
+    # vLLM's network is internal: the collector is the way out for its spans
+    assert set(collector["networks"]) == {"backend", "frontend"}
+    (mounted,) = collector["configs"]
+    assert collector["command"] == [f"--config={mounted['target']}"]
+    config = yaml.safe_load(project["configs"][mounted["source"]]["content"])
+    protocols = config["receivers"]["otlp"]["protocols"]
+    assert protocols == {"grpc": {"endpoint": "0.0.0.0:4317"}, "http": {"endpoint": "0.0.0.0:4318"}}
+    pipeline = config["service"]["pipelines"]["traces"]
+    assert pipeline["receivers"] == ["otlp"] and pipeline["processors"] == ["batch"]
+    assert set(pipeline["exporters"]) == set(config["exporters"])
+    if backend:
+        assert pipeline["exporters"] == ["debug", "otlphttp"]
+        assert config["exporters"]["otlphttp"] == {"endpoint": backend}
+    else:
+        assert pipeline["exporters"] == ["debug"]  # printed to its log, sent nowhere
+    # nothing waits for it: a collector that is down never holds up the stack
+    assert all(
+        "otel-collector" not in s.get("depends_on", {}) for s in project["services"].values()
+    )

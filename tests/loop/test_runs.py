@@ -128,34 +128,6 @@ async def test_concurrent_runs_record_and_remember_without_locking_errors(
     assert len(store.history("shared", started[0].user_key)) == 10  # bounded
 
 
-async def test_trace_log_writes_genai_named_spans(tmp_path, new_database_url, caplog):
-    import json
-    import logging
-
-    store = RunStore(new_database_url(tmp_path, "loop"))
-    runs = RunManager(
-        pool=FakePool(),  # type: ignore[arg-type]
-        model=OneAnswerModel(),
-        streaming_model=OneAnswerModel(),
-        config=LoopConfig(),
-        store=store,
-        metrics=LoopMetrics(),
-        max_concurrent_runs=1,
-        session_max_messages=10,
-        trace_model_name="leave-copilot",
-    )
-    with caplog.at_level(logging.INFO, logger="loop.trace"):
-        run = await runs.start("t", "查一下", session_id=None, confirm="decline", stream=False)
-        await run.task
-    spans = [json.loads(r.getMessage()) for r in caplog.records if r.name == "loop.trace"]
-    assert [s["name"] for s in spans] == ["invoke_agent leave-copilot", "chat leave-copilot"]
-    root, chat = spans
-    assert chat["parent_id"] == root["span_id"] and chat["trace_id"] == root["trace_id"]
-    assert chat["attributes"]["gen_ai.usage.input_tokens"] == 5
-    assert chat["attributes"]["gen_ai.response.finish_reasons"] == ["stop"]
-    assert root["attributes"]["leave_loop.status"] == "completed"
-
-
 async def test_two_users_racing_on_one_new_session_id_never_share_it(tmp_path, new_database_url):
     from loop.mcp_pool import token_key
 

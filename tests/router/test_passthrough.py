@@ -1,5 +1,6 @@
-"""What the router hands a replica: the loop's request with its API key and its session
-header (vLLM checks the key; the hash reads the session), and every field as it was sent."""
+"""What the router hands a replica: the loop's request with its API key, its session header
+(vLLM checks the key; the hash reads the session) and its W3C trace context (vLLM's span
+continues the loop's trace), and every field as it was sent."""
 
 from __future__ import annotations
 
@@ -29,7 +30,10 @@ ADDED_DEFAULTS = {
 }  # fmt: skip
 
 
-def test_the_key_the_session_and_the_body_reach_the_replica_unchanged(tmp_path):
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+def test_the_key_the_session_the_trace_and_the_body_reach_the_replica_unchanged(tmp_path):
     seen: list[tuple[dict[str, str], dict[str, Any]]] = []
 
     async def completions(request: Request) -> Response:
@@ -54,13 +58,18 @@ def test_the_key_the_session_and_the_body_reach_the_replica_unchanged(tmp_path):
         answer = httpx.post(
             f"{router}/v1/chat/completions",
             json=body,
-            headers={"Authorization": "Bearer sk-site-key", "x-session-id": "ses_abc"},
+            headers={
+                "Authorization": "Bearer sk-site-key",
+                "x-session-id": "ses_abc",
+                "traceparent": TRACEPARENT,
+            },
             timeout=30,
         )
     assert answer.status_code == 200 and answer.json()["choices"] == ANSWER["choices"]
     [(headers, received)] = seen
     assert headers["authorization"] == "Bearer sk-site-key"
     assert headers["x-session-id"] == "ses_abc"
+    assert headers["traceparent"] == TRACEPARENT
     # every field as sent; the router (built from SGLang's) parses and re-writes the body, and
     # adds its protocol's defaults, which are vLLM's defaults too (the real-vLLM tier shows
     # the same tool calls and streams through it as without it)
