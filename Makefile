@@ -76,6 +76,13 @@ bench: $(SYNCED) ## loop (engine, service, seed script) and MCP server (ours, mi
 bench-search: $(SYNCED) ## search_leaves query cost as the company grows (100 to 4000 employees)
 	$(PY) benchmarks/search_scale.py
 
+# `make eval EVAL_ARGS="--model-url http://candidate:8000/v1 --samples 3 --baseline REPORT"`:
+# flags of python -m evals (docs/operations.md#release-gate).
+EVAL_ARGS ?=
+.PHONY: eval
+eval: $(SYNCED) ## release gate for a fine-tune: the scenario suite through the loop, scored by the database
+	$(PY) -m evals $(EVAL_ARGS)
+
 # `make bench-router BENCH_ROUTER_ARGS="--rounds 3"`: flags of benchmarks/router.py.
 BENCH_ROUTER_ARGS ?=
 .PHONY: bench-router

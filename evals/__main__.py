@@ -1,0 +1,91 @@
+"""`python -m evals` (`make eval`): the release gate for a fine-tune.
+
+Runs the scenario suite (evals/scenarios.py) against a model endpoint through the real loop
+and a scratch MCP server, writes report.json and report.md, and exits 1 when the gate fails
+(a scenario under the floors of the thresholds file, or worse than --baseline by more than it
+allows), naming the scenarios; 2 when it cannot run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+import tempfile
+from contextlib import ExitStack
+from pathlib import Path
+
+from loadtest.backend import identify
+
+from .report import THRESHOLDS, build, gate, load_thresholds, write
+from .runner import Sample, ScratchStack, run_sample
+from .scenarios import by_name
+
+RESULTS = Path("var/eval")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m evals", description=__doc__)
+    parser.add_argument("--model-url", help="an OpenAI-compatible base URL (…/v1); default: "
+                        "a simulator started for the run")  # fmt: skip
+    parser.add_argument("--model", help="the model name to ask for (default: the loop's)")
+    parser.add_argument("--samples", type=int, default=1,
+                        help="runs of each scenario (more for a model that samples)")  # fmt: skip
+    parser.add_argument("--scenarios", help="comma-separated names (default: all)")
+    parser.add_argument("--baseline", type=Path, help="an earlier report.json to compare with")
+    parser.add_argument("--thresholds", type=Path, default=THRESHOLDS)
+    parser.add_argument("--out", type=Path, help=f"default: {RESULTS}/<time>/")
+    args = parser.parse_args(argv)
+    try:
+        if args.samples < 1:
+            raise ValueError("--samples must be 1 or more")
+        scenarios = by_name(args.scenarios.split(",") if args.scenarios else None)
+        thresholds = load_thresholds(args.thresholds)
+        baseline = json.loads(args.baseline.read_text()) if args.baseline else None
+    except (ValueError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+    out = args.out or RESULTS / dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    with ExitStack() as stack:
+        workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="eval.")))
+        model_url = args.model_url
+        if model_url is None:
+            from stack.processes import model_simulator
+
+            model_url = f"{stack.enter_context(model_simulator(workdir, profile='instant'))}/v1"
+        backend = identify(model_url)
+        if not backend["models"]:
+            print(f"error: {model_url} lists no model ({'; '.join(backend['notes'])})",
+                  file=sys.stderr)  # fmt: skip
+            return 2
+        scratch = stack.enter_context(ScratchStack(workdir, model_url, args.model).started())
+        samples: list[Sample] = []
+        for scenario in scenarios:
+            for number in range(1, args.samples + 1):
+                sample = run_sample(scratch, scenario, number)
+                samples.append(sample)
+                print(_line(sample), flush=True)
+    endpoint = {"url": model_url, "model": args.model or backend["models"][0],
+                "served_by": backend["kind"], "version": backend["version"]}  # fmt: skip
+    report = build(samples, endpoint)
+    findings = gate(report, baseline, thresholds)
+    as_json, as_md = write(report, findings, out)
+    print(as_md.read_text())
+    print(f"report: {as_json} and {as_md}")
+    return 1 if findings else 0
+
+
+def _line(sample: Sample) -> str:
+    if sample.error:
+        return f"  {sample.scenario} #{sample.sample}: not scored: {sample.error}"
+    verdict = "goal" if sample.goal else "MISSED"
+    extra = f", untrue: {', '.join(sample.untrue)}" if sample.untrue else ""
+    refused = f", refused {', '.join(sample.refusals)}" if sample.refusals else ""
+    return (f"  {sample.scenario} #{sample.sample}: {verdict} ({sample.status}, {sample.turns} "
+            f"turns{refused}{extra}, {sample.seconds:.1f} s)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    sys.exit(main())
