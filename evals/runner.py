@@ -24,7 +24,7 @@ from mcp_server.seed import seed
 from mcp_server.storage import AuditEntry, Database, Leave
 from stack.processes import free_port, mcp_server, running
 
-from .scenarios import INJECTED, EndState, Scenario, Turn, untrue_claims
+from .scenarios import INJECTED, EndState, Scenario, Turn, reached, untrue_claims
 
 # A tool call the model got wrong before any server saw it: bad arguments, no such tool.
 MODEL_ERRORS = ("invalid_arguments", "unknown_tool")
@@ -94,14 +94,16 @@ class ScratchStack:
         with self.database.read() as s:
             return {leave.reason: leave.id for leave in s.query(Leave)}
 
-    def end_state(self) -> EndState:
+    def end_state(self, steps: list[dict[str, Any]]) -> EndState:
         with self.database.read() as s:
-            statuses = {leave.reason: leave.status for leave in s.query(Leave)}
+            leaves = s.query(Leave).all()
             audit = s.query(AuditEntry).order_by(AuditEntry.id).all()
         return EndState(
-            statuses,
+            {leave.reason: leave.status for leave in leaves},
+            {leave.id for leave in leaves},
             [(a.tool, a.from_status, a.to_status) for a in audit if a.outcome == "applied"],
             [(a.tool, a.confirmation) for a in audit if a.outcome != "applied"],
+            [str(step.get("name")) for step in steps if step.get("type") == "tool"],
         )
 
 
@@ -118,17 +120,17 @@ def run_sample(stack: ScratchStack, scenario: Scenario, number: int) -> Sample:
     except (httpx.HTTPError, RuntimeError) as error:
         return _unscored(scenario, number, f"{type(error).__name__}: {error}")
     seconds = time.monotonic() - started
-    end = stack.end_state()
     steps = [step for final in finals for step in final.get("steps") or []]
+    end = stack.end_state(steps)
     answer = finals[-1].get("answer") or ""
     return Sample(
         scenario=scenario.name,
         sample=number,
-        goal=scenario.goal(end) and finals[-1]["status"] == "completed",
+        goal=reached(scenario, end, finals[-1]["status"], answer),
         status=finals[-1]["status"],
         refusals=[code for code in map(_refusal, steps) if code and code not in PERSON_SAID],
         malformed=sum(1 for step in steps if _malformed(step)),
-        untrue=untrue_claims(answer, end),
+        untrue=untrue_claims(answer, end, " ".join(_text(t.text, ids) for t in scenario.turns)),
         turns=sum(final.get("turns") or 0 for final in finals),
         prompt_tokens=sum((final.get("usage") or {}).get("prompt_tokens", 0) for final in finals),
         completion_tokens=sum(
