@@ -313,7 +313,8 @@ def check_secret_refs(objects: list[Obj], policy: Policy) -> list[str]:
             f"Secret/{name}: data: this overlay ships no Secret (the site creates it)"
             for name in rendered
         ]
-    known = {**(external_secrets() if not policy.ships_secrets else {}), **rendered}
+    # Where the overlay ships none, a Secret rendered anyway is reported above, not resolved.
+    known = rendered if policy.ships_secrets else external_secrets()
     for obj in _workloads(objects):
         for path, container in containers(obj):
             for env in container.get("env") or []:
@@ -349,10 +350,7 @@ def _setting(objects: list[Obj], container: Obj, name: str, policy: Policy) -> s
             return str(env["value"])
         key_ref = (env.get("valueFrom") or {}).get("secretKeyRef")
         if key_ref:
-            secrets = {
-                **(external_secrets() if not policy.ships_secrets else {}),
-                **_rendered_secrets(objects),
-            }
+            secrets = _rendered_secrets(objects) if policy.ships_secrets else external_secrets()
             return secrets.get(key_ref["name"], {}).get(key_ref["key"])
     return None
 
@@ -572,6 +570,10 @@ def validate_schemas(objects: list[Obj]) -> list[str]:
         schema = crd_schema(str(obj.get("apiVersion")), str(obj.get("kind")))
         if schema is not None:
             for error in jsonschema.Draft202012Validator(schema).iter_errors(obj):
+                # Optional fields are anyOf [their schema, null]: name the field that failed
+                # inside, not the whole list around it.
+                while error.context:
+                    error = max(error.context, key=lambda inner: len(inner.absolute_path))
                 where = ".".join(str(p) for p in error.absolute_path) or "(top)"
                 problems.append(f"{ref(obj)}: {where}: {error.message.splitlines()[0]}")
             continue
