@@ -35,9 +35,9 @@ def test_each_overlay_carries_what_it_is_for(rendered):
 
 
 def test_prod_runs_the_mcp_server_in_production_mode(rendered):
-    settings = next(o for o in rendered("prod") if o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith("leave-settings"))
+    settings = next(o for o in rendered("prod") if o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith("mcp-server-settings"))
     assert settings["data"]["MCP_ENV"] == "production"
-    sim_settings = next(o for o in rendered("sim") if o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith("leave-settings"))
+    sim_settings = next(o for o in rendered("sim") if o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith("mcp-server-settings"))
     assert sim_settings["data"]["MCP_ENV"] == "development"
 
 
