@@ -36,6 +36,7 @@ WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet")
 VLLM_COLD_START_SECONDS = 300
 # The settings whose SQLite URL would make replicas disagree (each would have a file of its own).
 DATABASE_SETTINGS = ("MCP_DATABASE_URL", "LOOP_STORE_URL")
+REQUIRED_SETTINGS = (*DATABASE_SETTINGS, "MCP_ELICITATION_STATE_KEY", "LOOP_MODEL_API_KEY")
 ROUTER_FLAGS = {
     "--policy": "consistent_hash",
     "--service-discovery": None,
@@ -376,6 +377,18 @@ def check_single_writer_databases(objects: list[Obj], policy: Policy) -> list[st
     return problems
 
 
+def check_required_values(objects: list[Obj], policy: Policy) -> list[str]:
+    """The settings a service refuses to start without are not empty where the overlay gives
+    their values (an empty model API key stops the loop: the OpenAI client refuses it)."""
+    problems = []
+    for obj in _workloads(objects):
+        for path, container in containers(obj):
+            for name in REQUIRED_SETTINGS:
+                if _setting(objects, container, name, policy) == "":
+                    problems.append(f"{ref(obj)}: {path}.env[{name}]: empty; the service needs a value")
+    return problems
+
+
 def check_router(objects: list[Obj]) -> list[str]:
     """The router discovers this namespace's Ready vLLM pods with a namespaced Role, hashes on
     the session, and listens (metrics included) on every address."""
@@ -601,6 +614,7 @@ def check(objects: list[Obj], policy: Policy) -> list[str]:
         *check_pdbs(objects),
         *check_secret_refs(objects, policy),
         *check_single_writer_databases(objects, policy),
+        *check_required_values(objects, policy),
         *check_router(objects),
         *check_vllm(objects, policy),
         *check_autoscalers(objects),

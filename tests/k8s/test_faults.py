@@ -275,3 +275,12 @@ def test_a_custom_resource_without_a_schema(rendered):
     assert problems(objects, "sim") == [
         "ServiceMonitor/loop: apiVersion: no schema for monitoring.coreos.com/v1 ServiceMonitor (a custom resource needs its CRD's schema in deploy/k8s/crds/)"
     ]
+
+
+def test_an_empty_model_api_key(rendered):
+    """The pod tier found it: with VLLM_API_KEY empty the loop does not start."""
+    objects = rendered("sim")
+    set_secret(objects, "leave-secrets", "VLLM_API_KEY", "")
+    assert problems(objects, "sim") == [
+        "Deployment/loop: containers[loop].env[LOOP_MODEL_API_KEY]: empty; the service needs a value"
+    ]
