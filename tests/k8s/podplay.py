@@ -190,8 +190,9 @@ class Play:
             ]
         ]
         existing_pods = set(self.podman("pod", "ps", "--format", "{{.Name}}").stdout.split())
-        for pod in reversed([p for p in pods if p in existing_pods]):
-            self.podman("pod", "rm", "--force", "--time", "5", pod, check=False, timeout=120)
+        leftover = [p for p in pods if p in existing_pods]
+        if leftover:
+            self.podman("pod", "rm", "--force", "--time", "5", *leftover, check=False, timeout=120)
         # kube down keeps the volumes it made, as a cluster keeps a released claim's: the
         # claims' and the ConfigMaps' (podman copies a ConfigMap volume into a named one)
         volumes = [o["metadata"]["name"] for o in self.objects if o["kind"] == "ConfigMap"]
