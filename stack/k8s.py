@@ -209,10 +209,14 @@ def _flag(args: list[str], flag: str) -> str | None:
     return None
 
 
-def _pre_stop_seconds(container: Obj) -> int:
-    command = (
-        container.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command") or []
+def _named(objects: list[Obj], kind: str, name: str) -> Obj | None:
+    return next(
+        (o for o in objects if o.get("kind") == kind and o["metadata"].get("name") == name), None
     )
+
+
+def _pre_stop_seconds(container: Obj) -> int:
+    command = container.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command") or []
     if len(command) == 2 and command[0] == "sleep":
         return int(command[1])
     sleep = container.get("lifecycle", {}).get("preStop", {}).get("sleep")
@@ -234,11 +238,15 @@ def check_drain(objects: list[Obj]) -> list[str]:
         grace = int(spec.get("terminationGracePeriodSeconds", 30))
         for path, container in containers(obj, init=False):
             pre_stop = _pre_stop_seconds(container)
-            args = [str(a) for a in (container.get("command") or []) + (container.get("args") or [])]
+            args = [
+                str(a) for a in (container.get("command") or []) + (container.get("args") or [])
+            ]
             shutdown = _flag(args, "--shutdown-timeout")
             if _is_vllm(container):
                 if not pre_stop:
-                    problems.append(f"{ref(obj)}: {path}.lifecycle.preStop: vLLM needs a drain sleep")
+                    problems.append(
+                        f"{ref(obj)}: {path}.lifecycle.preStop: vLLM needs a drain sleep"
+                    )
                 if not shutdown:
                     problems.append(f"{ref(obj)}: {path}.args: vLLM needs --shutdown-timeout")
             needed = pre_stop + int(shutdown or 0)
@@ -282,7 +290,9 @@ def check_pdbs(objects: list[Obj]) -> list[str]:
         if _max_replicas(objects, obj)[0] > 1 and not any(
             _matches(b["spec"].get("selector") or {}, pod_labels(obj)) for b in budgets
         ):
-            problems.append(f"{ref(obj)}: spec.replicas: more than one pod and no PodDisruptionBudget")
+            problems.append(
+                f"{ref(obj)}: spec.replicas: more than one pod and no PodDisruptionBudget"
+            )
     return problems
 
 
@@ -330,7 +340,11 @@ def check_secret_refs(objects: list[Obj], policy: Policy) -> list[str]:
                         )
             for source in container.get("envFrom") or []:
                 secret_ref = source.get("secretRef")
-                if secret_ref and not secret_ref.get("optional") and secret_ref["name"] not in known:
+                if (
+                    secret_ref
+                    and not secret_ref.get("optional")
+                    and secret_ref["name"] not in known
+                ):
                     problems.append(f"{ref(obj)}: {path}.envFrom: no Secret {secret_ref['name']}")
         for volume in (pod_spec(obj) or {}).get("volumes") or []:
             secret = volume.get("secret")
@@ -385,7 +399,9 @@ def check_required_values(objects: list[Obj], policy: Policy) -> list[str]:
         for path, container in containers(obj):
             for name in REQUIRED_SETTINGS:
                 if _setting(objects, container, name, policy) == "":
-                    problems.append(f"{ref(obj)}: {path}.env[{name}]: empty; the service needs a value")
+                    problems.append(
+                        f"{ref(obj)}: {path}.env[{name}]: empty; the service needs a value"
+                    )
     return problems
 
 
@@ -397,7 +413,11 @@ def check_router(objects: list[Obj]) -> list[str]:
         for o in objects
         if o.get("kind") in ("ClusterRole", "ClusterRoleBinding")
     ]
-    routers = [o for o in objects if o.get("kind") == "Deployment" and o["metadata"]["name"] == "vllm-router"]
+    routers = [
+        o
+        for o in objects
+        if o.get("kind") == "Deployment" and o["metadata"]["name"] == "vllm-router"
+    ]
     if not routers:
         return [*problems, "Deployment/vllm-router: missing"]
     router = routers[0]
@@ -408,7 +428,11 @@ def check_router(objects: list[Obj]) -> list[str]:
         if value is None or (wanted is not None and value != wanted):
             problems.append(f"{ref(router)}: args {flag}: {value!r}, wanted {wanted or 'set'}")
     selector = _flag(args, "--selector")
-    vllm_pods = [pod_labels(o) for o in objects if o.get("kind") == "Deployment" and o["metadata"]["name"] == "vllm"]
+    vllm_pods = [
+        pod_labels(o)
+        for o in objects
+        if o.get("kind") == "Deployment" and o["metadata"]["name"] == "vllm"
+    ]
     if selector != ROUTER_SELECTOR or not vllm_pods:
         problems.append(f"{ref(router)}: args --selector: {selector!r}, wanted {ROUTER_SELECTOR}")
     else:
@@ -426,15 +450,16 @@ def check_router(objects: list[Obj]) -> list[str]:
     if not bound:
         problems.append(f"{ref(router)}: serviceAccountName: {account!r} has no RoleBinding")
     for binding in bound:
-        role = next(
-            (o for o in objects if o.get("kind") == "Role" and o["metadata"]["name"] == binding["roleRef"]["name"]),
-            None,
-        )  # fmt: skip
+        role = _named(objects, "Role", binding["roleRef"]["name"])
         if binding["roleRef"].get("kind") != "Role" or role is None:
             problems.append(f"{ref(binding)}: roleRef: must be a Role of this namespace")
             continue
         for rule in role.get("rules") or []:
-            if rule.get("resources") != ["pods"] or set(rule.get("verbs") or []) - {"get", "list", "watch"}:
+            if rule.get("resources") != ["pods"] or set(rule.get("verbs") or []) - {
+                "get",
+                "list",
+                "watch",
+            }:
                 problems.append(f"{ref(role)}: rules: only pods get/list/watch, found {rule}")
     return problems
 
@@ -444,7 +469,10 @@ def _served_model(container: Obj) -> str | None:
     served = _flag(args, "--served-model-name")
     if served:
         return served
-    return next((str(e.get("value")) for e in container.get("env") or [] if e.get("name") == "SIM_MODEL"), None)
+    return next(
+        (str(e.get("value")) for e in container.get("env") or [] if e.get("name") == "SIM_MODEL"),
+        None,
+    )
 
 
 def check_vllm(objects: list[Obj], policy: Policy) -> list[str]:
@@ -452,7 +480,10 @@ def check_vllm(objects: list[Obj], policy: Policy) -> list[str]:
     weights; in a GPU overlay, a GPU each, GPU nodes, the taint tolerated, /dev/shm for TP."""
     problems = []
     for obj in objects:
-        if obj.get("kind") != "Deployment" or pod_labels(obj).get("app.kubernetes.io/name") != "vllm":
+        if (
+            obj.get("kind") != "Deployment"
+            or pod_labels(obj).get("app.kubernetes.io/name") != "vllm"
+        ):
             continue
         spec = pod_spec(obj) or {}
         for path, container in containers(obj, init=False):
@@ -467,26 +498,38 @@ def check_vllm(objects: list[Obj], policy: Policy) -> list[str]:
             startup = container.get("startupProbe") or {}
             budget = int(startup.get("periodSeconds", 10)) * int(startup.get("failureThreshold", 3))
             if budget < 600:
-                problems.append(f"{ref(obj)}: {path}.startupProbe: {budget} s is no budget for loading weights")
+                problems.append(
+                    f"{ref(obj)}: {path}.startupProbe: {budget} s is no budget for loading weights"
+                )
             args = [str(a) for a in container.get("args") or []]
             parallel = int(_flag(args, "--tensor-parallel-size") or 1)
-            gpus = int((container.get("resources") or {}).get("limits", {}).get("nvidia.com/gpu", 0))
+            gpus = int(
+                (container.get("resources") or {}).get("limits", {}).get("nvidia.com/gpu", 0)
+            )
             if gpus != parallel:
                 problems.append(
                     f"{ref(obj)}: {path}.resources.limits.nvidia.com/gpu: {gpus}, wanted "
                     f"{parallel} (--tensor-parallel-size)"
                 )
-            if parallel > 1 and not any(
-                (v.get("emptyDir") or {}).get("medium") == "Memory"
-                and any(m.get("name") == v["name"] and m.get("mountPath") == "/dev/shm" for m in container.get("volumeMounts") or [])
-                for v in spec.get("volumes") or []
-            ):  # fmt: skip
-                problems.append(f"{ref(obj)}: {path}.volumeMounts: tensor parallel needs /dev/shm in memory")
+            volumes = spec.get("volumes") or []
+            in_memory = {
+                v["name"] for v in volumes if (v.get("emptyDir") or {}).get("medium") == "Memory"
+            }
+            mounts = container.get("volumeMounts") or []
+            shm = [m for m in mounts if m.get("mountPath") == "/dev/shm"]
+            if parallel > 1 and not any(m.get("name") in in_memory for m in shm):
+                problems.append(
+                    f"{ref(obj)}: {path}.volumeMounts: tensor parallel needs /dev/shm in memory"
+                )
         if policy.gpu:
             if not any(t.get("key") == "nvidia.com/gpu" for t in spec.get("tolerations") or []):
-                problems.append(f"{ref(obj)}: spec.template.spec.tolerations: no nvidia.com/gpu toleration")
+                problems.append(
+                    f"{ref(obj)}: spec.template.spec.tolerations: no nvidia.com/gpu toleration"
+                )
             if not spec.get("nodeSelector") and not spec.get("affinity"):
-                problems.append(f"{ref(obj)}: spec.template.spec.nodeSelector: GPU nodes are not selected")
+                problems.append(
+                    f"{ref(obj)}: spec.template.spec.nodeSelector: GPU nodes are not selected"
+                )
     return problems
 
 
@@ -527,7 +570,9 @@ def check_autoscalers(objects: list[Obj]) -> list[str]:
                     _, error = parse_promql(str(rule.get("expr", "")))
                     if error:
                         what = rule.get("alert") or rule.get("record") or index
-                        problems.append(f"{ref(obj)}: spec.groups[{group['name']}].rules[{what}].expr: {error}")
+                        problems.append(
+                            f"{ref(obj)}: spec.groups[{group['name']}].rules[{what}].expr: {error}"
+                        )
         if obj.get("kind") != "ScaledObject":
             continue
         namespace = obj["metadata"].get("namespace")
@@ -549,7 +594,9 @@ def check_autoscalers(objects: list[Obj]) -> list[str]:
             if error:
                 problems.append(f"{where}.query: does not parse: {error}")
                 continue
-            if not (isinstance(expression, promql_parser.AggregateExpr) and str(expression.op) == "sum"):
+            if not (
+                isinstance(expression, promql_parser.AggregateExpr) and str(expression.op) == "sum"
+            ):
                 problems.append(f"{where}.query: must be one number: wrap it in sum(...)")
             for selector in _selectors(expression):
                 labels = {m.name: m.value for m in selector.matchers.matchers}
@@ -575,32 +622,38 @@ def crd_schema(api_version: str, kind: str) -> Obj | None:
 def validate_schemas(objects: list[Obj]) -> list[str]:
     """Core kinds against Kubernetes KUBERNETES_VERSION's schemas (strict: no unknown field);
     custom resources against their CRDs' schemas kept in deploy/k8s/crds/."""
-    import jsonschema
-    import kubernetes_validate
+    return [problem for obj in objects for problem in _schema_problems(json.dumps(obj))]
 
-    problems = []
-    for obj in objects:
-        schema = crd_schema(str(obj.get("apiVersion")), str(obj.get("kind")))
-        if schema is not None:
-            for error in jsonschema.Draft202012Validator(schema).iter_errors(obj):
-                # Optional fields are anyOf [their schema, null]: name the field that failed
-                # inside, not the whole list around it.
-                while error.context:
-                    error = max(error.context, key=lambda inner: len(inner.absolute_path))
-                where = ".".join(str(p) for p in error.absolute_path) or "(top)"
-                problems.append(f"{ref(obj)}: {where}: {error.message.splitlines()[0]}")
-            continue
-        try:
-            kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
-        except kubernetes_validate.SchemaNotFoundError:
-            problems.append(
-                f"{ref(obj)}: apiVersion: no schema for {obj.get('apiVersion')} {obj.get('kind')} "
-                "(a custom resource needs its CRD's schema in deploy/k8s/crds/)"
-            )
-        except kubernetes_validate.ValidationError as error:
-            where = ".".join(str(p) for p in error.path) or "(top)"
+
+@cache
+def _schema_problems(document: str) -> tuple[str, ...]:
+    # By the object's text: an object checked once (in any overlay) is not checked again.
+    import jsonschema
+    import kubernetes_validate  # type: ignore[import-untyped]  # no type information upstream
+
+    obj = json.loads(document)
+    schema = crd_schema(str(obj.get("apiVersion")), str(obj.get("kind")))
+    if schema is not None:
+        problems = []
+        for error in jsonschema.Draft202012Validator(schema).iter_errors(obj):
+            # Optional fields are anyOf [their schema, null]: name the field that failed
+            # inside, not the whole list around it.
+            while error.context:
+                error = max(error.context, key=lambda inner: len(inner.absolute_path))
+            where = ".".join(str(p) for p in error.absolute_path) or "(top)"
             problems.append(f"{ref(obj)}: {where}: {error.message.splitlines()[0]}")
-    return problems
+        return tuple(problems)
+    try:
+        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+    except kubernetes_validate.SchemaNotFoundError:
+        return (
+            f"{ref(obj)}: apiVersion: no schema for {obj.get('apiVersion')} {obj.get('kind')} "
+            "(a custom resource needs its CRD's schema in deploy/k8s/crds/)",
+        )
+    except kubernetes_validate.ValidationError as error:
+        where = ".".join(str(p) for p in error.path) or "(top)"
+        return (f"{ref(obj)}: {where}: {error.message.splitlines()[0]}",)
+    return ()
 
 
 def check(objects: list[Obj], policy: Policy) -> list[str]:
@@ -648,4 +701,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-

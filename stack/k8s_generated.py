@@ -38,7 +38,9 @@ def _dump(document: Mapping[str, Any], sources: str) -> str:
     return HEADER.format(sources=sources) + body
 
 
-def _config_map(name: str, files: list[Path], labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+def _config_map(
+    name: str, files: list[Path], labels: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     metadata: dict[str, Any] = {"name": name}
     if labels:
         metadata["labels"] = dict(labels)
@@ -54,7 +56,10 @@ def prometheus_rule() -> dict[str, Any]:
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PrometheusRule",
-        "metadata": {"name": "leave-copilot", "labels": {"app.kubernetes.io/name": "leave-copilot"}},
+        "metadata": {
+            "name": "leave-copilot",
+            "labels": {"app.kubernetes.io/name": "leave-copilot"},
+        },
         "spec": {"groups": groups},
     }
 

@@ -33,6 +33,7 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
 import httpx
 import yaml
 
@@ -92,7 +93,10 @@ class Play:
             obj = {
                 "apiVersion": "v1",
                 "kind": "Pod",
-                "metadata": {"name": obj["metadata"]["name"], "labels": template["metadata"]["labels"]},
+                "metadata": {
+                    "name": obj["metadata"]["name"],
+                    "labels": template["metadata"]["labels"],
+                },
                 "spec": {**template["spec"], "restartPolicy": "Never"},
             }
         elif obj["kind"] == "StatefulSet":
@@ -104,7 +108,10 @@ class Play:
                     "metadata": {"name": claim_name}, "spec": claim["spec"],
                 })  # fmt: skip
                 obj["spec"]["template"]["spec"].setdefault("volumes", []).append(
-                    {"name": claim["metadata"]["name"], "persistentVolumeClaim": {"claimName": claim_name}}
+                    {
+                        "name": claim["metadata"]["name"],
+                        "persistentVolumeClaim": {"claimName": claim_name},
+                    }
                 )
             obj["kind"] = "Deployment"
             obj["spec"].pop("serviceName", None)
@@ -175,7 +182,11 @@ class Play:
             self.podman("pod", "rm", "--force", init["metadata"]["name"], check=False)
         *claims, main = self.playable(workload)
         (k8s.pod_spec(main) or {}).pop("initContainers", None)
-        self._play_file(f"{workload['kind']}-{workload['metadata']['name']}", [*claims, main], self.aliases(workload))
+        self._play_file(
+            f"{workload['kind']}-{workload['metadata']['name']}",
+            [*claims, main],
+            self.aliases(workload),
+        )
         return self.pod_names(main)
 
     def tear_down(self, workloads: list[k8s.Obj]) -> None:
@@ -207,7 +218,9 @@ class Play:
             self.podman("volume", "rm", "-f", volume, check=False)
 
     def address(self, pod: str) -> str:
-        infra = self.podman("pod", "inspect", pod, "--format", "{{.InfraContainerID}}").stdout.strip()
+        infra = self.podman(
+            "pod", "inspect", pod, "--format", "{{.InfraContainerID}}"
+        ).stdout.strip()
         template = f'{{{{(index .NetworkSettings.Networks "{self.network}").IPAddress}}}}'
         return self.podman("inspect", infra, "--format", template).stdout.strip()
 
@@ -220,7 +233,9 @@ class Play:
             if "httpGet" in probe:
                 port = probe["httpGet"]["port"]
                 named = {p["name"]: p["containerPort"] for p in container.get("ports") or []}
-                url = f"http://{self.address(pod)}:{named.get(port, port)}{probe['httpGet']['path']}"
+                url = (
+                    f"http://{self.address(pod)}:{named.get(port, port)}{probe['httpGet']['path']}"
+                )
                 try:
                     if not 200 <= httpx.get(url, timeout=2).status_code < 400:
                         return False
@@ -228,13 +243,18 @@ class Play:
                     return False
             elif "exec" in probe:
                 name = f"{pod}-{container['name']}"
-                if self.podman("exec", name, *probe["exec"]["command"], check=False).returncode != 0:
+                if (
+                    self.podman("exec", name, *probe["exec"]["command"], check=False).returncode
+                    != 0
+                ):
                     return False
         return True
 
     def exited(self, pod: str) -> dict[str, tuple[str, int]]:
         """Each container of a played Job's pod: (state, exit code)."""
-        names = self.podman("ps", "-a", "--filter", f"pod={pod}", "--format", "{{.Names}}").stdout.split()
+        names = self.podman(
+            "ps", "-a", "--filter", f"pod={pod}", "--format", "{{.Names}}"
+        ).stdout.split()
         states = {}
         for name in names:
             if name.endswith("-infra"):
@@ -245,7 +265,9 @@ class Play:
         return states
 
     def logs(self, pod: str) -> str:
-        names = self.podman("ps", "-a", "--filter", f"pod={pod}", "--format", "{{.Names}}").stdout.split()
+        names = self.podman(
+            "ps", "-a", "--filter", f"pod={pod}", "--format", "{{.Names}}"
+        ).stdout.split()
         out = []
         for name in names:
             if not name.endswith("-infra"):

@@ -70,7 +70,11 @@ def k8s_environment(objects: list[k8s.Obj], workload: k8s.Obj, name: str) -> dic
     environment: dict[str, str] = {}
     for source in serving.get("envFrom") or []:
         config = source["configMapRef"]["name"]
-        environment.update(next(o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == config)["data"])
+        environment.update(
+            next(
+                o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == config
+            )["data"]
+        )
     for variable in serving.get("env") or []:
         if "value" in variable:
             environment[variable["name"]] = str(variable["value"])
@@ -87,7 +91,9 @@ def test_each_service_has_composes_settings_and_values(rendered, name):
     assert sorted(ours) == sorted(theirs), "a setting one side has and the other lacks"
     for variable in SECRET_SOURCED & set(theirs):
         assert ours[variable] == "<secret>", f"{variable} must come from a Secret"
-    differ = {k: (theirs[k], ours[k]) for k in theirs if k not in SECRET_SOURCED and theirs[k] != ours[k]}
+    differ = {
+        k: (theirs[k], ours[k]) for k in theirs if k not in SECRET_SOURCED and theirs[k] != ours[k]
+    }
     assert differ == {}
 
 
@@ -124,7 +130,9 @@ def test_the_vllm_command_line_is_composes_plus_the_drain(rendered):
 
 def test_the_router_command_line_is_composes_with_discovery(rendered):
     theirs = flags(service("vllm-router")["command"])
-    ours = flags(["vllm-router", *container(find(rendered("gpu"), "Deployment", "vllm-router"))["args"]])
+    ours = flags(
+        ["vllm-router", *container(find(rendered("gpu"), "Deployment", "vllm-router"))["args"]]
+    )
     assert {k: v for k, v in ours.items() if k not in K8S_ONLY_ROUTER_FLAGS} == {
         k: v for k, v in theirs.items() if k not in COMPOSE_ONLY_ROUTER_FLAGS
     }
@@ -137,7 +145,11 @@ def test_the_router_takes_every_flag_given_to_it(rendered):
         pytest.skip("vllm-router is not installed (make install)")
     known = subprocess.run([str(binary), "--help"], capture_output=True, text=True).stdout
     args = container(find(rendered("gpu"), "Deployment", "vllm-router"))["args"]
-    assert [a for a in flags(args) if a.startswith("--") and f"{a} " not in known and f"[{a}]" not in known] == []
+    assert [
+        a
+        for a in flags(args)
+        if a.startswith("--") and f"{a} " not in known and f"[{a}]" not in known
+    ] == []
 
 
 def test_the_simulator_is_composes(rendered):
@@ -190,7 +202,9 @@ def test_the_rules_in_the_cluster_are_the_rules_of_compose(rendered):
 
     shipped = find(rendered("sim"), "PrometheusRule", "leave-copilot")["spec"]["groups"]
     files = sorted((REPO_ROOT / "monitoring" / "prometheus" / "rules").glob("*.yml"))
-    assert shipped == [g for f in files for g in yaml.safe_load(f.read_text(encoding="utf-8"))["groups"]]
+    assert shipped == [
+        g for f in files for g in yaml.safe_load(f.read_text(encoding="utf-8"))["groups"]
+    ]
     dashboards = find(rendered("gpu"), "ConfigMap", "leave-copilot-dashboards")["data"]
     for file in (REPO_ROOT / "monitoring" / "grafana" / "dashboards").glob("*.json"):
         assert dashboards[file.name] == file.read_text(encoding="utf-8")

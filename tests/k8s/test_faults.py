@@ -17,7 +17,9 @@ def problems(objects, overlay):
 
 
 def set_secret(objects, name, key, value):
-    secret = next(o for o in objects if o["kind"] == "Secret" and o["metadata"]["name"].startswith(name))
+    secret = next(
+        o for o in objects if o["kind"] == "Secret" and o["metadata"]["name"].startswith(name)
+    )
     secret["data"][key] = base64.b64encode(value.encode()).decode()
 
 
@@ -41,7 +43,8 @@ def test_a_reference_to_a_key_the_secret_lacks(rendered):
 
 def test_a_missing_secret_in_an_overlay_on_disk(tmp_path):
     """The whole path: a site's overlay over sim with a patch naming a Secret nobody makes."""
-    (tmp_path / "kustomization.yaml").write_text(textwrap.dedent(f"""\
+    (tmp_path / "kustomization.yaml").write_text(
+        textwrap.dedent(f"""\
         apiVersion: kustomize.config.k8s.io/v1beta1
         kind: Kustomization
         resources: [{os.path.relpath(k8s.K8S / "overlays" / "sim", tmp_path)}]
@@ -59,7 +62,8 @@ def test_a_missing_secret_in_an_overlay_on_disk(tmp_path):
                           - name: LOOP_MODEL_API_KEY
                             valueFrom:
                               secretKeyRef: {{name: model-key, key: KEY}}
-        """))
+        """)
+    )
     assert problems(k8s.render(tmp_path), "sim") == [
         "Deployment/loop: containers[loop].env[LOOP_MODEL_API_KEY]: no Secret model-key"
     ]
@@ -67,7 +71,14 @@ def test_a_missing_secret_in_an_overlay_on_disk(tmp_path):
 
 def test_prod_may_not_ship_a_secret(rendered):
     objects = rendered("prod")
-    objects.append({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "leave-secrets", "namespace": "leave-copilot"}, "data": {}})
+    objects.append(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "leave-secrets", "namespace": "leave-copilot"},
+            "data": {},
+        }
+    )
     assert problems(objects, "prod") == [
         "Secret/leave-secrets: data: this overlay ships no Secret (the site creates it)"
     ]
@@ -126,7 +137,9 @@ def test_tensor_parallel_without_its_gpus_or_shared_memory(rendered):
     objects = rendered("gpu")
     vllm = find(objects, "Deployment", "vllm")
     serving = container(vllm)
-    serving["args"] = [a.replace("--tensor-parallel-size=1", "--tensor-parallel-size=2") for a in serving["args"]]
+    serving["args"] = [
+        a.replace("--tensor-parallel-size=1", "--tensor-parallel-size=2") for a in serving["args"]
+    ]
     serving["volumeMounts"] = [m for m in serving["volumeMounts"] if m["mountPath"] != "/dev/shm"]
     assert problems(objects, "gpu") == [
         "Deployment/vllm: containers[vllm].resources.limits.nvidia.com/gpu: 1, wanted 2 (--tensor-parallel-size)",
@@ -149,13 +162,17 @@ def test_a_scaled_object_query_that_does_not_parse(rendered):
     trigger = find(objects, "ScaledObject", "vllm")["spec"]["triggers"][0]
     trigger["metadata"]["query"] = 'sum(vllm:num_requests_waiting{namespace="leave-copilot"'
     (problem,) = problems(objects, "prod")
-    assert problem.startswith("ScaledObject/vllm: spec.triggers[vllm-waiting].metadata.query: does not parse: ")
+    assert problem.startswith(
+        "ScaledObject/vllm: spec.triggers[vllm-waiting].metadata.query: does not parse: "
+    )
 
 
 def test_a_scaled_object_query_unaggregated_unscoped_or_with_metric_name(rendered):
     objects = rendered("prod")
     waiting, running = find(objects, "ScaledObject", "vllm")["spec"]["triggers"]
-    waiting["metadata"]["query"] = 'vllm:num_requests_waiting{namespace="leave-copilot", service="vllm"}'
+    waiting["metadata"]["query"] = (
+        'vllm:num_requests_waiting{namespace="leave-copilot", service="vllm"}'
+    )
     running["metadata"]["query"] = "sum(vllm:num_requests_running)"
     running["metadata"]["metricName"] = "vllm_running"
     assert problems(objects, "prod") == [
@@ -177,14 +194,18 @@ def test_a_cooldown_shorter_than_a_cold_start(rendered):
 def test_a_rule_expression_that_does_not_parse(rendered):
     objects = rendered("sim")
     rule = find(objects, "PrometheusRule", "leave-copilot")["spec"]["groups"][0]["rules"][0]
-    rule["expr"] = "up{job=\"vllm\"} =="
+    rule["expr"] = 'up{job="vllm"} =='
     (problem,) = problems(objects, "sim")
-    assert problem.startswith(f"PrometheusRule/leave-copilot: spec.groups[leave-copilot-alerts].rules[{rule['alert']}].expr: ")
+    assert problem.startswith(
+        f"PrometheusRule/leave-copilot: spec.groups[leave-copilot-alerts].rules[{rule['alert']}].expr: "
+    )
 
 
 def test_a_grace_period_shorter_than_the_drain(rendered):
     objects = rendered("gpu")
-    find(objects, "Deployment", "vllm")["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = 75
+    find(objects, "Deployment", "vllm")["spec"]["template"]["spec"][
+        "terminationGracePeriodSeconds"
+    ] = 75
     assert problems(objects, "gpu") == [
         "Deployment/vllm: spec.template.spec.terminationGracePeriodSeconds: 75 s is not longer than preStop 15 s + --shutdown-timeout 60 s of containers[vllm]"
     ]
@@ -203,7 +224,9 @@ def test_vllm_without_its_drain(rendered):
 
 def test_vllm_ready_on_health_alone(rendered):
     objects = rendered("gpu")
-    container(find(objects, "Deployment", "vllm"))["readinessProbe"] = {"httpGet": {"path": "/health", "port": "http"}}
+    container(find(objects, "Deployment", "vllm"))["readinessProbe"] = {
+        "httpGet": {"path": "/health", "port": "http"}
+    }
     assert problems(objects, "gpu") == [
         "Deployment/vllm: containers[vllm].readinessProbe: must check that /v1/models lists 'leave-copilot'"
     ]
@@ -211,9 +234,20 @@ def test_vllm_ready_on_health_alone(rendered):
 
 def test_the_router_with_cluster_wide_rights_or_wrong_flags(rendered):
     objects = rendered("sim")
-    objects.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "vllm-router"}, "rules": []})
+    objects.append(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": "vllm-router"},
+            "rules": [],
+        }
+    )
     router = container(find(objects, "Deployment", "vllm-router"))
-    router["args"] = [a for a in router["args"] if not a.startswith(("--prometheus-host", "--service-discovery-namespace"))]
+    router["args"] = [
+        a
+        for a in router["args"]
+        if not a.startswith(("--prometheus-host", "--service-discovery-namespace"))
+    ]
     find(objects, "Role", "vllm-router")["rules"][0]["verbs"].append("delete")
     assert problems(objects, "sim") == [
         "ClusterRole/vllm-router: kind: the bundle needs nothing cluster-wide",
@@ -228,15 +262,19 @@ def test_the_router_selecting_no_vllm_pod(rendered):
     labels = find(objects, "Deployment", "vllm")["spec"]["template"]["metadata"]["labels"]
     labels["app.kubernetes.io/name"] = "model-server"
     found = problems(objects, "sim")
-    assert "Deployment/vllm-router: args --selector: app.kubernetes.io/name=vllm matches no vLLM pod" in found or (
-        "Deployment/vllm: spec.selector: does not match its pod labels" in found
+    assert (
+        "Deployment/vllm-router: args --selector: app.kubernetes.io/name=vllm matches no vLLM pod"
+        in found
+        or ("Deployment/vllm: spec.selector: does not match its pod labels" in found)
     )
 
 
 def test_a_selector_that_misses_its_pods_and_a_service_that_selects_nothing(rendered):
     objects = rendered("sim")
     find(objects, "Service", "mcp-server")["spec"]["selector"] = {"app.kubernetes.io/name": "mcp"}
-    find(objects, "PodDisruptionBudget", "loop")["spec"]["selector"]["matchLabels"] = {"app.kubernetes.io/name": "agent"}
+    find(objects, "PodDisruptionBudget", "loop")["spec"]["selector"]["matchLabels"] = {
+        "app.kubernetes.io/name": "agent"
+    }
     assert problems(objects, "sim") == [
         "Service/mcp-server: spec.selector: selects no pod of this overlay",
         "PodDisruptionBudget/loop: spec.selector: selects no pod of this overlay",
@@ -266,12 +304,21 @@ def test_an_unknown_field_fails_the_schemas_core_and_custom(rendered):
     assert found[0].startswith("Deployment/loop: spec.template.spec.containers.0: ")
     assert "'readinessProbes' was unexpected" in found[0]
     assert found[1].startswith("PodMonitor/loop: spec.podMetricsEndpoints.0.interval: 5 is not ")
-    assert found[2].startswith("ScaledObject/vllm: spec: Additional properties are not allowed ('cooldownSeconds'")
+    assert found[2].startswith(
+        "ScaledObject/vllm: spec: Additional properties are not allowed ('cooldownSeconds'"
+    )
 
 
 def test_a_custom_resource_without_a_schema(rendered):
     objects = rendered("sim")
-    objects.append({"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitor", "metadata": {"name": "loop"}, "spec": {}})
+    objects.append(
+        {
+            "apiVersion": "monitoring.coreos.com/v1",
+            "kind": "ServiceMonitor",
+            "metadata": {"name": "loop"},
+            "spec": {},
+        }
+    )
     assert problems(objects, "sim") == [
         "ServiceMonitor/loop: apiVersion: no schema for monitoring.coreos.com/v1 ServiceMonitor (a custom resource needs its CRD's schema in deploy/k8s/crds/)"
     ]

@@ -46,7 +46,9 @@ def _podman_env() -> dict[str, str]:
         pytest.skip("the pod tier needs root (rootful podman)")
     done = subprocess.run(["bash", str(HOST_SCRIPT)], capture_output=True, text=True, timeout=900)
     if done.returncode != 0:
-        pytest.fail(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "podman-host.sh failed")
+        pytest.fail(
+            done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "podman-host.sh failed"
+        )
     settings = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
     return {**os.environ, **settings}
 
@@ -68,8 +70,12 @@ def play(tmp_path_factory, timings) -> Iterator[Play]:
     started = time.monotonic()
     env = _podman_env()
 
-    def podman(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(["podman", *args], env=env, capture_output=True, text=True, timeout=timeout)
+    def podman(
+        *args: str, check: bool = True, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            ["podman", *args], env=env, capture_output=True, text=True, timeout=timeout
+        )
         if check and done.returncode != 0:
             pytest.fail(f"podman {' '.join(args[:2])} failed: {done.stderr.strip()[-600:]}")
         return done
@@ -88,7 +94,14 @@ def play(tmp_path_factory, timings) -> Iterator[Play]:
         pytest.fail(f"the image build failed: {build.stderr.strip()[-600:]}")
     postgres = _image(objects, "StatefulSet", "postgres")
     if podman("image", "exists", f"docker.io/library/{postgres}", check=False).returncode != 0:
-        base = podman("image", "list", "--format", "{{.Repository}}:{{.Tag}}", "--filter", "reference=*/library/python").stdout.split()[0]
+        base = podman(
+            "image",
+            "list",
+            "--format",
+            "{{.Repository}}:{{.Tag}}",
+            "--filter",
+            "reference=*/library/python",
+        ).stdout.split()[0]
         podman("build", "-q", "--format", "docker", "--build-arg", f"BASE={base}",
                "-t", f"docker.io/library/{postgres}", str(HERE / "postgres-standin"), timeout=600)  # fmt: skip
     timings["images"] = time.monotonic() - started
@@ -106,7 +119,9 @@ def play(tmp_path_factory, timings) -> Iterator[Play]:
             def exited_zero(pod: str) -> None:
                 def finished() -> bool:
                     states = played.exited(pod)
-                    failed = [n for n, (state, code) in states.items() if state == "exited" and code != 0]
+                    failed = [
+                        n for n, (state, code) in states.items() if state == "exited" and code != 0
+                    ]
                     assert not failed, f"{pod} failed:\n{played.logs(pod)}"
                     return bool(states) and all(state == "exited" for state, _ in states.values())
 
@@ -118,7 +133,11 @@ def play(tmp_path_factory, timings) -> Iterator[Play]:
             else:
                 for pod in pods:
                     try:
-                        wait_until(lambda pod=pod: played.probe_passes(workload, pod), timeout=120, what=f"{pod} Ready")
+                        wait_until(
+                            lambda pod=pod, workload=workload: played.probe_passes(workload, pod),
+                            timeout=120,
+                            what=f"{pod} Ready",
+                        )
                     except TimeoutError:
                         pytest.fail(f"{pod} never became Ready:\n{played.logs(pod)}")
             timings[f"{name} ready"] = time.monotonic() - started
@@ -146,7 +165,11 @@ def test_every_replica_is_ready_by_its_own_probes(play):
 
 
 def test_the_app_containers_run_as_the_manifests_say(play):
-    for pod, container in (("mcp-server-pod-0", "mcp-server"), ("loop-pod-1", "loop"), ("vllm-pod-0", "vllm")):
+    for pod, container in (
+        ("mcp-server-pod-0", "mcp-server"),
+        ("loop-pod-1", "loop"),
+        ("vllm-pod-0", "vllm"),
+    ):
         said = play.podman("exec", f"{pod}-{container}", "id", "-u").stdout.strip()
         assert said == "10001", (pod, said)
         written = play.podman("exec", f"{pod}-{container}", "touch", "/app/x", check=False)
@@ -160,11 +183,15 @@ def test_the_seed_scenarios_pass_through_the_pods(play, capsys):
         print(capsys.readouterr().out)
     # the runs went through the MCP servers to PostgreSQL and the simulators behind the routers
     tool_calls = sum(
-        metric_total(httpx.get(f"http://{play.address(p)}:8090/metrics").text, "leave_mcp_tool_calls_total")
+        metric_total(
+            httpx.get(f"http://{play.address(p)}:8090/metrics").text, "leave_mcp_tool_calls_total"
+        )
         for p in ("mcp-server-pod-0", "mcp-server-pod-1")
     )
     served = sum(
-        metric_total(httpx.get(f"http://{play.address(p)}:8000/metrics").text, "vllm:request_success_total")
+        metric_total(
+            httpx.get(f"http://{play.address(p)}:8000/metrics").text, "vllm:request_success_total"
+        )
         for p in ("vllm-pod-0", "vllm-pod-1")
     )
     assert tool_calls >= 6 and served >= 8, (tool_calls, served)
@@ -182,14 +209,26 @@ def test_both_routers_send_a_session_to_the_same_replica(play):
 
     def served() -> list[float]:
         return [
-            metric_total(httpx.get(f"http://{play.address(p)}:8000/metrics").text, "vllm:request_success_total")
+            metric_total(
+                httpx.get(f"http://{play.address(p)}:8000/metrics").text,
+                "vllm:request_success_total",
+            )
             for p in replicas
         ]
 
-    body = {"model": "leave-copilot", "messages": [{"role": "user", "content": "查一下我的假單"}], "max_tokens": 8}
+    body = {
+        "model": "leave-copilot",
+        "messages": [{"role": "user", "content": "查一下我的假單"}],
+        "max_tokens": 8,
+    }
     for session in ("k8s-session-a", "k8s-session-b", "k8s-session-c"):
         before = served()
-        for router in ("vllm-router-pod-0", "vllm-router-pod-1", "vllm-router-pod-0", "vllm-router-pod-1"):
+        for router in (
+            "vllm-router-pod-0",
+            "vllm-router-pod-1",
+            "vllm-router-pod-0",
+            "vllm-router-pod-1",
+        ):
             answer = httpx.post(
                 f"http://{play.address(router)}:8000/v1/chat/completions",
                 json=body, headers={SESSION_HEADER: session}, timeout=30,

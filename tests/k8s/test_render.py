@@ -35,9 +35,17 @@ def test_each_overlay_carries_what_it_is_for(rendered):
 
 
 def test_prod_runs_the_mcp_server_in_production_mode(rendered):
-    settings = next(o for o in rendered("prod") if o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith("mcp-server-settings"))
+    settings = next(
+        o
+        for o in rendered("prod")
+        if o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith("mcp-server-settings")
+    )
     assert settings["data"]["MCP_ENV"] == "production"
-    sim_settings = next(o for o in rendered("sim") if o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith("mcp-server-settings"))
+    sim_settings = next(
+        o
+        for o in rendered("sim")
+        if o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith("mcp-server-settings")
+    )
     assert sim_settings["data"]["MCP_ENV"] == "development"
 
 
@@ -46,7 +54,9 @@ def test_the_drain_holds_on_the_rendered_vllm_pod(rendered):
     vllm = find(rendered("gpu"), "Deployment", "vllm")
     serving = container(vllm, "vllm")
     pre_stop = int(serving["lifecycle"]["preStop"]["exec"]["command"][1])
-    shutdown = int(next(a for a in serving["args"] if a.startswith("--shutdown-timeout=")).split("=")[1])
+    shutdown = int(
+        next(a for a in serving["args"] if a.startswith("--shutdown-timeout=")).split("=")[1]
+    )
     grace = vllm["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
     assert pre_stop > 0 and shutdown > 0
     assert grace > pre_stop + shutdown, (grace, pre_stop, shutdown)
@@ -75,7 +85,10 @@ def test_the_command_line_prints_the_counts_and_exits_zero():
 
 def test_the_command_line_refuses_an_unknown_overlay_in_one_line():
     done = subprocess.run(
-        [sys.executable, "-m", "stack.k8s", "staging"], capture_output=True, text=True, cwd=REPO_ROOT
+        [sys.executable, "-m", "stack.k8s", "staging"],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
     )
     assert done.returncode == 2
     assert done.stderr.strip() == "unknown overlay 'staging': one of sim, gpu, prod"
