@@ -34,6 +34,8 @@ WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet")
 # A vLLM replica's cold start (weights from the shared cache, torch.compile, CUDA graphs) for a
 # 7-8B model; a scale-down cooldown shorter than this drops replicas that never served.
 VLLM_COLD_START_SECONDS = 300
+# How long the loop gives its cancelled runs to record how they ended (loop/app.py).
+LOOP_SHUTDOWN_GRACE_SECONDS = 10
 # The settings whose SQLite URL would make replicas disagree (each would have a file of its own).
 DATABASE_SETTINGS = ("MCP_DATABASE_URL", "LOOP_STORE_URL")
 REQUIRED_SETTINGS = (*DATABASE_SETTINGS, "MCP_ELICITATION_STATE_KEY", "LOOP_MODEL_API_KEY")
@@ -228,8 +230,9 @@ def _is_vllm(container: Obj) -> bool:
 
 
 def check_drain(objects: list[Obj]) -> list[str]:
-    """terminationGracePeriodSeconds > preStop + vLLM's --shutdown-timeout, for every pod; a
-    vLLM container has both (without them a deleted pod drops the requests it holds)."""
+    """terminationGracePeriodSeconds > preStop + vLLM's --shutdown-timeout, for every pod (a
+    vLLM container has both: without them a deleted pod drops the requests it holds), and for
+    the loop > preStop + its confirmation timeout + the time its runs get to record themselves."""
     problems = []
     for obj in objects:
         if obj.get("kind") not in WORKLOADS:
@@ -256,6 +259,18 @@ def check_drain(objects: list[Obj]) -> list[str]:
                     f"not longer than preStop {pre_stop} s + --shutdown-timeout "
                     f"{int(shutdown or 0)} s of {path}"
                 )
+            # The loop's server waits for open streams on SIGTERM, and a run waiting on a
+            # person's confirmation holds its stream until the confirmation times out.
+            waiting = _setting(objects, container, "LOOP_CONFIRMATION_TIMEOUT_SECONDS", None)
+            if waiting is not None:
+                needed = pre_stop + int(waiting) + LOOP_SHUTDOWN_GRACE_SECONDS
+                if grace <= needed:
+                    problems.append(
+                        f"{ref(obj)}: spec.template.spec.terminationGracePeriodSeconds: {grace} s "
+                        f"is not longer than preStop {pre_stop} s + "
+                        f"LOOP_CONFIRMATION_TIMEOUT_SECONDS {waiting} s + the loop's "
+                        f"{LOOP_SHUTDOWN_GRACE_SECONDS} s for its runs to record themselves"
+                    )
     return problems
 
 
@@ -355,19 +370,26 @@ def check_secret_refs(objects: list[Obj], policy: Policy) -> list[str]:
     return problems
 
 
-def _setting(objects: list[Obj], container: Obj, name: str, policy: Policy) -> str | None:
-    """What a container's environment variable holds: its value, or the Secret's (an external
-    Secret's documented form)."""
+def _setting(objects: list[Obj], container: Obj, name: str, policy: Policy | None) -> str | None:
+    """What a container's environment variable holds: its value, the Secret's (an external
+    Secret's documented form; not looked up without a policy), or its ConfigMap's."""
+    for source in container.get("envFrom") or []:
+        config = _named(objects, "ConfigMap", (source.get("configMapRef") or {}).get("name", ""))
+        if config and name in (config.get("data") or {}):
+            found = str(config["data"][name])
+            break
+    else:
+        found = None
     for env in container.get("env") or []:
         if env.get("name") != name:
             continue
         if "value" in env:
             return str(env["value"])
         key_ref = (env.get("valueFrom") or {}).get("secretKeyRef")
-        if key_ref:
+        if key_ref and policy is not None:
             secrets = _rendered_secrets(objects) if policy.ships_secrets else external_secrets()
             return secrets.get(key_ref["name"], {}).get(key_ref["key"])
-    return None
+    return found
 
 
 def check_single_writer_databases(objects: list[Obj], policy: Policy) -> list[str]:

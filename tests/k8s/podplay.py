@@ -10,6 +10,8 @@ commands and arguments. What it does not play, and what stands in here:
 - the downward API's metadata.namespace (podman 4.3 refuses it): the rendered namespace;
 - containerPort: podman 4.3 publishes each on the host (two replicas would clash there);
   the pods are reached at their own addresses on the network instead, so the ports go;
+- settings the tier lowers to keep its time short (`settings`: the loop's confirmation
+  timeout, which a drain waits for); the inequality with the real value is a render check;
 - the bundle's image: built from this tree under a tag of the tier's own, so that another
   tier rebuilding the shared image store's copy cannot swap it mid-run;
 - a Job: played as a Pod with restartPolicy Never, waited for until its containers exit 0;
@@ -53,6 +55,7 @@ class Play:
     network: str
     folder: Path
     images: dict[str, str]  # the manifests' image → the one played in its place
+    settings: dict[str, str]  # ConfigMap values played in place of the rendered ones
 
     def secrets(self) -> dict[str, dict[str, str]]:
         found: dict[str, dict[str, str]] = {}
@@ -149,7 +152,11 @@ class Play:
         ]  # fmt: skip
 
     def _play_file(self, name: str, objects: list[k8s.Obj], aliases: list[str]) -> None:
-        documents = [o for o in self.objects if o["kind"] == "ConfigMap"] + objects
+        config_maps = copy.deepcopy([o for o in self.objects if o["kind"] == "ConfigMap"])
+        for config in config_maps:
+            data = config.get("data") or {}
+            data.update({k: v for k, v in self.settings.items() if k in data})
+        documents = config_maps + objects
         path = self.folder / f"{name}.yaml"
         path.write_text(yaml.safe_dump_all(documents, sort_keys=False), encoding="utf-8")
         joined = ",".join(f"alias={alias}" for alias in aliases)
@@ -203,7 +210,7 @@ class Play:
         existing_pods = set(self.podman("pod", "ps", "--format", "{{.Name}}").stdout.split())
         leftover = [p for p in pods if p in existing_pods]
         if leftover:
-            self.podman("pod", "rm", "--force", "--time", "5", *leftover, check=False, timeout=120)
+            self.podman("pod", "rm", "--force", "--time", "2", *leftover, check=False, timeout=120)
         # kube down keeps the volumes it made, as a cluster keeps a released claim's: the
         # claims' and the ConfigMaps' (podman copies a ConfigMap volume into a named one)
         volumes = [o["metadata"]["name"] for o in self.objects if o["kind"] == "ConfigMap"]

@@ -331,3 +331,15 @@ def test_an_empty_model_api_key(rendered):
     assert problems(objects, "sim") == [
         "Deployment/loop: containers[loop].env[LOOP_MODEL_API_KEY]: empty; the service needs a value"
     ]
+
+
+def test_a_loop_grace_period_shorter_than_a_pending_confirmation(rendered):
+    """The loop's server waits for a run's open stream, which a pending confirmation holds for
+    LOOP_CONFIRMATION_TIMEOUT_SECONDS: 60 s of grace (the first manifest's) is too short."""
+    objects = rendered("sim")
+    find(objects, "Deployment", "loop")["spec"]["template"]["spec"][
+        "terminationGracePeriodSeconds"
+    ] = 60
+    assert problems(objects, "sim") == [
+        "Deployment/loop: spec.template.spec.terminationGracePeriodSeconds: 60 s is not longer than preStop 5 s + LOOP_CONFIRMATION_TIMEOUT_SECONDS 120 s + the loop's 10 s for its runs to record themselves"
+    ]
