@@ -88,7 +88,11 @@ def test_each_service_has_composes_settings_and_values(rendered, name):
     objects = rendered("gpu")
     ours = k8s_environment(objects, find(objects, "Deployment", name), name)
     theirs = {k: str(v) for k, v in (service(name)["environment"] or {}).items()}
-    assert sorted(ours) == sorted(theirs), "a setting one side has and the other lacks"
+    only_compose, only_k8s = sorted(set(theirs) - set(ours)), sorted(set(ours) - set(theirs))
+    assert (only_compose, only_k8s) == ([], []), (
+        f"{name}: settings only compose sets {only_compose} (add them to "
+        f"deploy/k8s/base/{name}.env, or to a Secret), only Kubernetes sets {only_k8s}"
+    )
     for variable in SECRET_SOURCED & set(theirs):
         assert ours[variable] == "<secret>", f"{variable} must come from a Secret"
     differ = {
@@ -159,6 +163,7 @@ def test_the_simulator_is_composes(rendered):
     ours = k8s_environment(objects, vllm, "vllm")
     # SIM_GPU_IDS names the GPUs a compose replica stands for; a pod stands for none.
     wanted = {k: str(v) for k, v in theirs["environment"].items() if k != "SIM_GPU_IDS"}
+    # compose.sim.yaml's vllm-0 environment ⇄ overlays/sim/modelsim.yaml's
     assert {k: v for k, v in ours.items() if k != "VLLM_API_KEY"} == wanted
     assert container(vllm)["command"] == theirs["command"]
 
