@@ -185,6 +185,10 @@ def _scenarios(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return blocks
 
 
+def _ms(value: float | None) -> str:
+    return "none measured" if value is None else f"{value:.1f} ms"
+
+
 def _slo_verdict(step: dict[str, Any], slo: Slo) -> tuple[bool, list[str]]:
     broken = []
     model, agent, facade = step.get("model"), step.get("agent"), step.get("facade")
@@ -200,17 +204,17 @@ def _slo_verdict(step: dict[str, Any], slo: Slo) -> tuple[bool, list[str]]:
     if model and model["requests"]:
         ttft, itl = model["ttft_ms"]["p99"], model["itl_ms"]["p99"]
         if ttft is None or ttft > slo.ttft_p99_ms:
-            broken.append(f"TTFT p99 {ttft} ms > {slo.ttft_p99_ms}")
+            broken.append(f"TTFT p99 {_ms(ttft)} > {slo.ttft_p99_ms}")
         if itl is not None and itl > slo.itl_p99_ms:
             broken.append(f"ITL p99 {itl:.1f} ms > {slo.itl_p99_ms}")
     if agent and agent["runs"]:
         run = agent["run_ms"]["p95"]
         if run is None or run > slo.run_p95_ms:
-            broken.append(f"run latency p95 {run} ms > {slo.run_p95_ms}")
+            broken.append(f"run latency p95 {_ms(run)} > {slo.run_p95_ms}")
     if facade and facade["runs"]:
         run = facade["run_ms"]["p95"]
         if run is None or run > slo.facade_run_ms:
-            broken.append(f"facade run latency p95 {run} ms > {slo.facade_run_ms}")
+            broken.append(f"facade run latency p95 {_ms(run)} > {slo.facade_run_ms}")
     return not broken, broken
 
 
@@ -251,8 +255,11 @@ def summarise(
         block["error_examples"] = sorted({r["error"] for r in inside if r.get("error")})[:5]
         block["slo_met"], block["slo_broken"] = _slo_verdict(block, slo)
         summaries.append(block)
-    meeting = [s for s in summaries if s["slo_met"]]
-    capacity = max(meeting, key=lambda s: (s["users"] or 0, s["step"])) if meeting else None
+    # the knee: the most users before the first step that missed the SLO (a step past it that
+    # met the SLO again is the noise around the knee, not capacity to count on)
+    ordered = sorted(summaries, key=lambda s: (s["users"] or 0, s["step"]))
+    first_miss = next((i for i, s in enumerate(ordered) if not s["slo_met"]), len(ordered))
+    capacity = ordered[first_miss - 1] if first_miss else None
     return {
         "slo": {
             "ttft_p99_ms": slo.ttft_p99_ms,

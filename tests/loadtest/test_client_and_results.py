@@ -95,6 +95,19 @@ def test_summary_per_step_and_capacity_at_the_slo():
     json.dumps(summary)  # summary.json is plain JSON
 
 
+def test_the_capacity_is_the_knee_not_a_step_that_met_the_slo_after_one_missed_it():
+    """A step past the first miss that happens to meet the SLO (the noise at the knee, seen in
+    `make bench-router`: 7 users broke it, 8 met it) is not capacity a team can count on."""
+    slo = Slo(ttft_p99_ms=100, itl_p99_ms=20, run_p95_ms=5000)
+    steps = [{"step": k, "users": k + 1, "start": 10.0 * k} for k in range(3)]
+    records = [_model(t, 50, [10, 10], 3) for t in range(10)]  # step 0 meets the SLO
+    records += [_model(10 + t / 2, 150, [30, 30], 3) for t in range(20)]  # step 1 misses it
+    records += [_model(20 + t / 3, 50, [10, 10], 3) for t in range(30)]  # step 2 meets it again
+    summary = summarise(records, steps, slo)
+    assert [s["slo_met"] for s in summary["steps"]] == [True, False, True]
+    assert summary["capacity_at_slo"]["step"] == 0
+
+
 def test_errors_break_the_slo_and_are_counted():
     slo = Slo(ttft_p99_ms=100, itl_p99_ms=20, run_p95_ms=5000)
     records = [_model(0, 50, [10], 2), _model(1, 50, [10], 2, ok=False)]
