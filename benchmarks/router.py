@@ -8,8 +8,10 @@
   the prefix-cache hit rate the replicas report, and TTFT p95 as they produced it.
 - capacity: the agent workload (`python -m loadtest`'s agent users, through the real loop and
   MCP server) in rising steps until one misses the SLO, through the router to one simulator
-  replica and then to two; each replica is a small GPU (CAPACITY_PROFILE: two sequences at a
-  time), so the knee is reached with a few users and not by this machine's two cores.
+  replica and then to two, with the sessions hashed (consistent_hash) and round robin; each
+  replica is a small GPU (CAPACITY_PROFILE: two sequences at a time), so the knee is reached
+  with a few users and not by this machine's two cores. With a few users, hashing sessions
+  onto two replicas is seldom an even split: round robin shows what perfect balance gives.
 
 Every process is the real one on a free port: simulators (`python -m modelsim`), the router
 (the pinned vllm-router binary), and for the agent workload the MCP server and the loop.
@@ -147,22 +149,23 @@ def _load(stack: dict[str, Any], results: Path, steps: int, step_seconds: float)
 
 
 def capacity(workdir: Path, steps: int, step_seconds: float) -> list[str]:
-    """Capacity at the SLO through the router to one replica, then to two."""
-    found: dict[int, dict[str, Any]] = {}
-    for replicas in (1, 2):
-        folder = workdir / f"capacity-{replicas}"
+    """Capacity at the SLO through the router to one replica, then to two: with the sessions
+    hashed (the compose default), and spread round robin, which balances perfectly."""
+    layouts = ((1, "consistent_hash"), (2, "consistent_hash"), (2, "round_robin"))
+    found: dict[tuple[int, str], dict[str, Any]] = {}
+    for replicas, policy in layouts:
+        folder = workdir / f"capacity-{replicas}-{policy}"
         folder.mkdir()
-        with agent_stack(folder, replicas, CAPACITY_PROFILE) as stack:
-            summary = _load(stack, folder / "results", steps, step_seconds)
-        found[replicas] = summary
+        with agent_stack(folder, replicas, CAPACITY_PROFILE, policy=policy) as stack:
+            found[replicas, policy] = _load(stack, folder / "results", steps, step_seconds)
     lines = [
         f"capacity at the SLO, agent workload through the router (replicas: {CAPACITY_PROFILE}):"
     ]
     rates = {}
-    for replicas, summary in found.items():
+    for (replicas, policy), summary in found.items():
         knee = summary["capacity_at_slo"]
         broke = next((s for s in summary["steps"] if not s["slo_met"]), None)
-        rates[replicas] = knee["runs_per_s"] if knee else 0.0
+        rates[replicas, policy] = knee["runs_per_s"] if knee else 0.0
         users = knee["users"] if knee else 0
         ended = (
             f"broke at {broke['users']} users ({'; '.join(broke['slo_broken'])})"
@@ -170,10 +173,13 @@ def capacity(workdir: Path, steps: int, step_seconds: float) -> list[str]:
             else "no step broke: a lower bound"
         )
         lines.append(
-            f"  {replicas} replica(s): {rates[replicas]:.2f} runs/s at {users} users; {ended}"
+            f"  {replicas} replica(s), {policy:<15} {rates[replicas, policy]:.2f} runs/s at "
+            f"{users} users; {ended}"
         )
-    ratio = rates[2] / rates[1] if rates[1] else float("nan")
-    lines.append(f"  two replicas ÷ one: {ratio:.2f}×")
+    one = rates[1, "consistent_hash"]
+    for policy in ("consistent_hash", "round_robin"):
+        ratio = rates[2, policy] / one if one else float("nan")
+        lines.append(f"  two replicas ÷ one, {policy}: {ratio:.2f}×")
     return lines
 
 
