@@ -29,6 +29,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.engine.interfaces import DBAPICursor
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
+from common.contract import StepKind, StepOutcome
 from common.dbapi import CompiledStatement, integrity_error, pooled_transaction
 from common.schema import UtcDateTime, upgrade
 from common.sqlite import (
@@ -37,10 +38,6 @@ from common.sqlite import (
     utcnow,
     write_transaction_begin,
 )
-
-from .engine import IN_PROGRESS
-
-INTERRUPTED_STEP = "interrupted: outcome unknown"
 
 
 class Base(DeclarativeBase):
@@ -94,8 +91,8 @@ class SessionRecord(Base):
 
 def _interrupted(step: dict[str, Any]) -> dict[str, Any]:
     """A step saved while in progress, as the end of its process left it."""
-    if step.get("type") == "tool" and step.get("error") == IN_PROGRESS:
-        return {**step, "error": INTERRUPTED_STEP}
+    if step.get("type") == StepKind.TOOL and step.get("error") == StepOutcome.IN_PROGRESS:
+        return {**step, "error": StepOutcome.INTERRUPTED, "detail": "outcome unknown"}
     return step
 
 
@@ -430,7 +427,7 @@ class RunStore:
                 started = [
                     f"{step['name']}({json.dumps(step.get('arguments'), ensure_ascii=False)})"
                     for step in steps
-                    if step.get("error") == INTERRUPTED_STEP
+                    if step.get("error") == StepOutcome.INTERRUPTED
                 ]
                 reason = "interrupted: the loop service running it stopped during the run"
                 if started:

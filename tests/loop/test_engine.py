@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from common.contract import SYSTEM_PROMPT, TOOL_ERROR_PREFIX
+from common.contract import SYSTEM_PROMPT, TOOL_ERROR_PREFIX, StepOutcome
 from loop.engine import (
     MAX_TURNS_ANSWER,
     AgentLoop,
@@ -230,7 +230,7 @@ async def test_a_tool_call_written_as_text_is_detected(content):
     result = await AgentLoop(model).run("go", FakeTools({"search_leaves": lambda a: "[]"}))
     assert (result.status, result.reason) == ("failed", "tool_call_in_content")
     detection = next(s for s in result.steps if s.type == "detection")
-    assert "--tool-call-parser" in detection.error
+    assert detection.error == "detected" and "--tool-call-parser" in detection.detail
 
 
 async def test_plain_json_that_names_no_tool_is_an_answer():
@@ -349,8 +349,10 @@ async def test_a_write_that_times_out_is_checked_before_anything_is_claimed(now,
     if applied:  # the change shows: the model hears so, and the run goes on
         assert update.error == "timeout_applied" and result.status == "completed"
         assert "已經生效" in tool_messages(result)[0]["content"]
+        assert result.tool_errors == 0  # done, not an error: metrics and export see it so
     else:  # it does not show (yet): unknown, and the run ends saying how to check
         assert update.error == "timeout_outcome_unknown" and result.status == "failed"
+        assert result.tool_errors == 1
         assert result.reason.startswith("outcome_unknown: update_leave_status（LV-000001）")
         assert "無法確認" in result.answer and "沒有完成" not in result.answer
         assert len(model.seen) == 1
@@ -417,3 +419,34 @@ def test_a_step_as_a_dict_has_every_field_and_later_changes_do_not_reach_it():
     assert record == dataclasses.asdict(step)
     step.error, step.duration_ms = "tool_error", 3.5
     assert record["error"] is None and record["duration_ms"] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("saved", "outcome", "detail"),
+    [
+        ({"type": "tool", "error": "tool_error"}, "tool_error", None),
+        (
+            {"type": "tool", "error": "unavailable: MCP connection lost"},
+            "unavailable",
+            "MCP connection lost",
+        ),
+        ({"type": "tool", "error": "ValueError: boom"}, "exception", "ValueError: boom"),
+        (
+            {"type": "model", "error": "the model answered 500"},
+            "model_error",
+            "the model answered 500",
+        ),
+        ({"type": "detection", "error": "hit max_tokens"}, "detected", "hit max_tokens"),
+        ({"type": "tool", "error": None}, None, None),
+    ],
+)
+def test_a_step_saved_before_outcomes_were_a_closed_set_reads_as_its_outcome_and_reason(
+    saved, outcome, detail
+):
+    from loop.engine import Step
+
+    step = Step.from_dict(
+        {"name": "search_leaves", "started_at": "2026-01-01T00:00:00+00:00", **saved}
+    )
+    assert (step.error, step.detail) == (outcome, detail)
+    assert step.error is None or isinstance(step.error, StepOutcome)

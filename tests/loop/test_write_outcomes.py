@@ -150,7 +150,7 @@ def test_a_restart_mid_write_leaves_the_started_write_in_the_record(dependencies
     assert "outcome is unknown" in record["reason"]
     update = next(s for s in record["steps"] if s["name"] == "update_leave_status")
     assert update["arguments"] == {"leave_id": leave_id, "status": "submitted"}
-    assert update["error"] == "interrupted: outcome unknown"
+    assert update["error"] == "interrupted" and update["detail"] == "outcome unknown"
     assert next(s["name"] for s in record["steps"] if s["type"] == "tool") == "search_leaves"
 
 
