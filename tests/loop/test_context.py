@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from .conftest import EMPLOYEE, OTHER, post_run
+from .helpers import EMPLOYEE, OTHER, post_run
 
 CONTEXT = 4096  # SIM_MAX_MODEL_LEN's default
 ANSWER_RESERVE = 512  # LOOP_MAX_TOKENS is unset

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -15,84 +13,10 @@ from loop.engine import (
     AgentLoop,
     LoopConfig,
     ModelError,
-    ModelReply,
-    ToolInfo,
     ToolResult,
     ToolsUnavailable,
 )
-
-
-def call(name: str, arguments: Any = None, call_id: str | None = None) -> dict[str, Any]:
-    raw = arguments if isinstance(arguments, str) else json.dumps(arguments or {})
-    return {
-        "id": call_id or f"call-{name}-{abs(hash(raw)) % 10_000}",
-        "type": "function",
-        "function": {"name": name, "arguments": raw},
-    }
-
-
-def calls(*tool_calls: dict[str, Any]) -> ModelReply:
-    return ModelReply(
-        {"role": "assistant", "content": None, "tool_calls": list(tool_calls)}, "tool_calls", 10, 5
-    )
-
-
-def text(answer: str, finish_reason: str = "stop") -> ModelReply:
-    return ModelReply({"role": "assistant", "content": answer}, finish_reason, 10, 3)
-
-
-class ScriptedModel:
-    """Replies from a queue; remembers every transcript it was sent."""
-
-    def __init__(self, *replies: ModelReply | Exception) -> None:
-        self.replies = list(replies)
-        self.seen: list[list[dict[str, Any]]] = []
-
-    async def complete(self, messages, tools, on_text=None) -> ModelReply:
-        self.seen.append([dict(m) for m in messages])
-        reply = self.replies.pop(0)
-        if isinstance(reply, Exception):
-            raise reply
-        if on_text and reply.message.get("content"):
-            await on_text(reply.message["content"])
-        return reply
-
-
-class FakeTools:
-    def __init__(
-        self, handlers: dict[str, Any], confirm: Sequence[str] = (), read_only: Sequence[str] = ()
-    ) -> None:
-        self.handlers = handlers
-        self.confirm = set(confirm)
-        self.read_only = set(read_only)
-        self.called: list[tuple[str, dict[str, Any]]] = []
-        self.running = 0
-        self.max_running = 0
-
-    async def list(self) -> list[ToolInfo]:
-        return [
-            ToolInfo(
-                name,
-                f"{name} tool",
-                {"type": "object"},
-                name in self.confirm,
-                name in self.read_only,
-            )
-            for name in self.handlers
-        ]
-
-    async def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
-        self.called.append((name, arguments))
-        self.running += 1
-        self.max_running = max(self.max_running, self.running)
-        try:
-            handler = self.handlers[name]
-            result = handler(arguments)
-            if asyncio.iscoroutine(result):
-                result = await result
-            return result if isinstance(result, ToolResult) else ToolResult(str(result), False)
-        finally:
-            self.running -= 1
+from tests.fakes import FakeTools, ScriptedModel, call, calls, text
 
 
 def tool_messages(result) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ import pytest
 
 from tests.support import ServiceProcess, free_port, mcp_server, model_simulator, wait_until
 
-from .conftest import EMPLOYEE, loop_service
+from .helpers import EMPLOYEE, loop_service
 
 SUBMIT = "把我那張家庭旅遊的特休送出審核"
 
