@@ -10,12 +10,13 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, Literal
 
 import anyio.to_thread
 from mcp.types import ElicitResult
 from opentelemetry.trace import Span
 
+from common.credentials import hash_token
 from common.sqlite import utcnow
 
 from .engine import (
@@ -30,7 +31,7 @@ from .engine import (
     ToolResult,
     ToolsUnavailable,
 )
-from .mcp_pool import McpConnection, McpPool, McpUnavailable, current_confirm_handler, token_key
+from .mcp_pool import McpConnection, McpPool, McpUnavailable, current_confirm_handler
 from .metrics import LoopMetrics
 from .model import current_session
 from .store import RunRecord, RunStore
@@ -38,7 +39,8 @@ from .tracing import run_finished, run_span
 from .views import Run, RunSummary
 
 logger = logging.getLogger(__name__)
-CONFIRM_MODES = ("ask", "accept", "decline")
+# How a run's confirmations are answered: by the client (an SSE event asks), or all alike.
+ConfirmMode = Literal["ask", "accept", "decline"]
 # A cancelled run first lets the MCP server hear "cancel" for its open questions (so the server
 # audits them); a tool call that does not come back within this long is cut off regardless.
 CANCEL_GRACE_SECONDS = 5.0
@@ -74,7 +76,7 @@ class ActiveRun:
     user_key: str
     session_id: str
     input: str
-    confirm: str
+    confirm: ConfirmMode
     events: asyncio.Queue[RunEvent | None] = field(default_factory=asyncio.Queue)
     confirmations: dict[str, PendingConfirmation] = field(default_factory=dict)
     history: list[dict[str, Any]] | None = None  # given by the caller instead of the session
@@ -222,7 +224,7 @@ class RunManager:
     async def authenticate(self, token: str) -> str:
         """The user key for a token the MCP server accepts (raises McpUnauthorized)."""
         await self.pool.connection(token)
-        return token_key(token)
+        return hash_token(token)
 
     async def start(
         self,
@@ -230,7 +232,7 @@ class RunManager:
         user_input: str,
         *,
         session_id: str | None,
-        confirm: str,
+        confirm: ConfirmMode,
         stream: bool,
         history: list[dict[str, Any]] | None = None,
         run_id: str | None = None,
@@ -245,7 +247,7 @@ class RunManager:
                 raise RunIdInUse(run_id)
         run = ActiveRun(
             id=run_id or f"run_{secrets.token_hex(8)}",
-            user_key=token_key(token),
+            user_key=hash_token(token),
             session_id=session_id or _new_session_id(),
             input=user_input,
             confirm=confirm,

@@ -351,10 +351,6 @@ class RunStore:
         with self._session() as s:
             return list(s.scalars(query).all())
 
-    def save_run(self, record: RunRecord) -> None:
-        with self._writer() as s, s.begin():
-            s.merge(record)
-
     def begin_run(
         self, record: RunRecord, *, claim_session: bool, wait: bool = True
     ) -> list[dict[str, Any]] | None:
@@ -418,23 +414,6 @@ class RunStore:
         with self._session() as s:
             record = s.get(SessionRecord, session_id)
             return record.user_key if record else None
-
-    def claim_session(self, session_id: str, user_key: str) -> bool:
-        """Make the session the user's if it is nobody's yet, in one transaction; True when it
-        is (now) the user's. The first user of a session id owns it for good."""
-        try:
-            with pooled_transaction(self.engine, self._begin) as cursor:
-                return _claim(cursor, self._writes, session_id, user_key) is not None
-        except self._integrity_error:  # a concurrent writer created it first (databases without
-            # SQLite's up-front write lock): whoever won owns it
-            return self.session_owner(session_id) == user_key
-
-    def append_history(
-        self, session_id: str, user_key: str, messages: list[dict[str, Any]], limit: int
-    ) -> bool:
-        """Append to the user's own session; False (and nothing written) for anyone else's."""
-        with pooled_transaction(self.engine, self._begin) as cursor:
-            return _append(cursor, self._writes, session_id, user_key, messages, limit)
 
     def save_steps(self, run_id: str, steps: list[dict[str, Any]], *, wait: bool = True) -> None:
         """The steps so far of a run that is still running (a late save changes nothing)."""

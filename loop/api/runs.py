@@ -18,6 +18,7 @@ from common import sse
 from ..runs import (
     ActiveRun,
     ConfirmationAlreadyAnswered,
+    ConfirmMode,
     PendingConfirmation,
     RunIdInUse,
     RunManager,
@@ -41,7 +42,7 @@ class RunRequest(BaseModel):
         None, pattern=SESSION_ID_PATTERN, description="Continue this conversation."
     )
     stream: StrictBool = Field(False, description="Server-Sent Events as the run happens.")
-    confirm: Literal["ask", "accept", "decline"] | None = Field(
+    confirm: ConfirmMode | None = Field(
         None,
         description="How confirmations are answered: ask the client (SSE event), or answer every "
         "one automatically. Default: ask when streaming, decline otherwise.",

@@ -97,7 +97,7 @@ async def test_concurrent_runs_record_and_remember_without_locking_errors(
 
 
 async def test_two_users_racing_on_one_new_session_id_never_share_it(tmp_path, new_database_url):
-    from loop.mcp_pool import token_key
+    from common.credentials import hash_token
 
     store = RunStore(new_database_url(tmp_path, "loop"))
     runs = manager(store)
@@ -113,7 +113,7 @@ async def test_two_users_racing_on_one_new_session_id_never_share_it(tmp_path, n
     for final, token, text in zip(
         finals, ("token-a", "token-b"), ("甲的請求", "乙的請求"), strict=True
     ):
-        own = store.history(final.session_id, token_key(token))
+        own = store.history(final.session_id, hash_token(token))
         assert [m["content"] for m in own if m["role"] == "user"] == [text]
 
 

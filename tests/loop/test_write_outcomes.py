@@ -173,6 +173,6 @@ def post_and_lose_the_answer(base: str, body: dict) -> None:
 
 
 def record_owner() -> str:
-    from loop.mcp_pool import token_key
+    from common.credentials import hash_token
 
-    return token_key("demo-token-employee")
+    return hash_token("demo-token-employee")
