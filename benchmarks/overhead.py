@@ -17,7 +17,7 @@ this process for the engine and the seed script (whose driver is a few awaits pe
 service's or server's own process (/proc/<pid>/stat) otherwise. Cells are measured in rounds,
 interleaved (each round measures every cell once, the order rotated round to round), so a
 noisy neighbour hits all of them alike; each figure is the median over the rounds with its
-range, and the ratios are medians of the per-round ratios.
+range, and the ratios are medians of the per-round ratios, with their range too.
 
 With two CPUs or more the process under test gets one of its own and everything else (the
 load generator, the simulator, the MCP server it calls) shares the rest, for every cell alike
@@ -348,11 +348,14 @@ def row(label: str, cells: list[Measured]) -> str:
     )
 
 
-def paired(numerator: list[Measured], denominator: list[Measured], field: str) -> float:
-    return statistics.median(
+def paired(numerator: list[Measured], denominator: list[Measured], field: str) -> str:
+    """The median of the per-round ratios, with their range: a difference smaller than the
+    range is not one the rounds can tell from noise."""
+    ratios = [
         float(getattr(n, field)) / float(getattr(d, field))
         for n, d in zip(numerator, denominator, strict=True)
-    )
+    ]
+    return f"{statistics.median(ratios):.2f}x [{min(ratios):.2f}-{max(ratios):.2f}]"
 
 
 def report(
@@ -361,7 +364,7 @@ def report(
     head = f"  {'':24s}{'runs/s':>24s}{'p50 ms':>24s}{'p99 ms':>24s}{'CPU ms/run':>24s}"
     lines = [
         f"{args.rounds} interleaved rounds, {args.runs} runs per cell; "
-        "median [min-max] over the rounds; ratios are medians of per-round ratios",
+        "median [min-max] over the rounds; ratios are medians of per-round ratios [their range]",
         f"{placement.describe()}",
         "",
     ]
@@ -381,11 +384,11 @@ def report(
                 s.p99_ms - e.p99_ms for s, e in zip(service, engine, strict=True)
             )
             lines.append(
-                f"  service/engine: CPU/run {paired(service, engine, 'cpu_ms'):.2f}x, "
-                f"runs/s {paired(service, engine, 'rate'):.2f}x, "
-                f"p99 {paired(service, engine, 'p99_ms'):.2f}x ({p99_gap:+.1f} ms); "
-                f"engine/seed script runs/s {paired(engine, seed, 'rate'):.2f}x"
+                f"  service/engine: CPU/run {paired(service, engine, 'cpu_ms')}, "
+                f"runs/s {paired(service, engine, 'rate')}, "
+                f"p99 {paired(service, engine, 'p99_ms')} ({p99_gap:+.1f} ms)"
             )
+            lines.append(f"  engine/seed script: runs/s {paired(engine, seed, 'rate')}")
             lines.append("")
     lines.append(
         f"HTTP round trip to the service (GET /healthz, concurrency {args.concurrency}): "
@@ -399,8 +402,8 @@ def report(
     lines.append(row("ours (auth, db, metrics)", ours))
     lines.append(row("minimal MCP SDK server", minimal))
     lines.append(
-        f"  ours/minimal: calls/s {paired(ours, minimal, 'rate'):.2f}x, "
-        f"CPU/call {paired(ours, minimal, 'cpu_ms'):.2f}x"
+        f"  ours/minimal: calls/s {paired(ours, minimal, 'rate')}, "
+        f"CPU/call {paired(ours, minimal, 'cpu_ms')}"
     )
     return "\n".join(lines)
 

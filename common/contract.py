@@ -63,3 +63,43 @@ LEAVE_TYPE_BY_NAME: dict[str, str] = {
 
 def canonical_leave_type(name: str) -> str | None:
     return LEAVE_TYPE_BY_NAME.get(name.strip().casefold())
+
+
+# -- a run's steps, as the loop reports them (the runs API, its events, the stored record) -----
+
+
+class StepKind(StrEnum):
+    MODEL = "model"  # one chat completion
+    TOOL = "tool"  # one tool call the model asked for
+    VERIFY = "verify"  # a read-back of what a timed-out write was to change
+    DETECTION = "detection"  # the run found a known misconfiguration (name: which)
+
+
+class StepOutcome(StrEnum):
+    """How a step ended, when not plainly (a step's `error`; None when it did what it was
+    for). The reason, where there is one, is the step's `detail`."""
+
+    IN_PROGRESS = "in_progress"  # started, not finished (a checkpoint taken meanwhile)
+    INTERRUPTED = "interrupted"  # in progress when its loop stopped: it may have been applied
+    CANCELLED = "cancelled"
+    INVALID_ARGUMENTS = "invalid_arguments"  # not called: detail says why they do not parse
+    UNKNOWN_TOOL = "unknown_tool"  # not called: no such tool
+    TOOL_ERROR = "tool_error"  # the tool answered with an error (a refusal, say)
+    TIMEOUT = "timeout"  # a read that did not answer in time
+    TIMEOUT_OUTCOME_UNKNOWN = "timeout_outcome_unknown"  # a write, and a read-back did not show it
+    TIMEOUT_APPLIED = "timeout_applied"  # a write that timed out, and a read-back shows it applied
+    NOT_APPLIED_YET = "not_applied_yet"  # a read-back that does not show the write
+    UNAVAILABLE = "unavailable"  # the tool server could not be reached: detail says how
+    EXCEPTION = "exception"  # the call raised: detail names the exception
+    MODEL_ERROR = "model_error"  # the model gave no answer: detail says why
+    DETECTED = "detected"  # a detection step: detail says what was found
+
+
+# Outcomes that still mean the step did what it was for: not counted as a tool error anywhere.
+DONE_OUTCOMES = frozenset({StepOutcome.TIMEOUT_APPLIED})
+
+
+def step_failed(error: str | None) -> bool:
+    """Whether a step's `error` (a StepOutcome, or the plain string a JSON body holds) means
+    it did not do what it was for."""
+    return error is not None and error not in DONE_OUTCOMES

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from common.contract import step_failed
 from common.sse import Event, Parser
 
 READ_SIZE = 65536  # an upper bound only: read1 returns as soon as any bytes are there
@@ -245,7 +246,7 @@ def timed_run(
     tool_steps = [s for s in finished.get("steps") or [] if s.get("type") == "tool"]
     sample.tool_calls = len(tool_steps)
     sample.tools = [str(s.get("name")) for s in tool_steps]
-    sample.tool_errors = sum(1 for s in tool_steps if s.get("error"))
+    sample.tool_errors = sum(1 for s in tool_steps if step_failed(s.get("error")))
     sample.prompt_tokens = usage.get("prompt_tokens", 0)
     sample.output_tokens = usage.get("completion_tokens", 0)
     sample.session_id = finished.get("session_id")

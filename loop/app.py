@@ -85,7 +85,6 @@ def create_app(settings: LoopSettings | None = None, store: RunStore | None = No
         finally:
             lease.cancel()
             await _stop_runs(manager)
-            manager.close()
             manager.release_lease()
             await pool.close()
             await model.close()

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any, Protocol
 
-from common.contract import SYSTEM_PROMPT, TOOL_ERROR_PREFIX
+from common.contract import SYSTEM_PROMPT, TOOL_ERROR_PREFIX, StepKind, StepOutcome, step_failed
 from common.tokens import tools_tokens
 
 from . import toolcall_text, tracing, verify
@@ -35,15 +35,11 @@ UNKNOWN_OUTCOME_ANSWER = (
     "{tool} 逾時，無法確認這個變更是否已經生效（剛查詢時{seen}；變更仍可能稍後才生效）。"
     "請稍後再查詢這張假單確認目前的狀態，確認之前請不要重做。"
 )
-IN_PROGRESS = "in_progress"  # the error of a step that has started and not finished
 UNAVAILABLE_WRITE_ANSWER = (
     "差勤系統在處理 {tools} 時中斷連線，無法確認這個變更是否已經生效。"
     "請稍後用「查一下我的假單」確認假單目前的狀態，再決定是否重做。"
 )
 STOPPED_TOOL_TEXT = "已記錄最終結果。"
-
-# A tool call written as text: hermes/Qwen <tool_call> tags, or a JSON object naming a tool.
-
 
 # -- what the loop talks to ----------------------------------------------------------------
 
@@ -125,8 +121,8 @@ class Tools(Protocol):
 Emit = Callable[[str, dict[str, Any]], Awaitable[None]]
 # Called as each tool call that may change something (every tool not marked read-only) starts
 # and ends, with a function that returns every step so far (dicts; unfinished ones say
-# IN_PROGRESS), so that a run cut short by a crash still shows every write it had set going and
-# every result it had applied. Reads change nothing: they are saved with the next write's
+# in_progress), so that a run cut short by a crash still shows every write it had set going
+# and every result it had applied. Reads change nothing: they are saved with the next write's
 # checkpoint or the finished run. (A function, so the caller takes the snapshot when it is its
 # turn to save.)
 Checkpoint = Callable[[Callable[[], list[dict[str, Any]]]], Awaitable[None]]
@@ -143,15 +139,16 @@ async def _no_checkpoint(_snapshot: Callable[[], list[dict[str, Any]]]) -> None:
 # -- what the loop produces ----------------------------------------------------------------
 
 
-@dataclass
+@dataclass(eq=False)  # a step is itself, not its values: the run keeps its open ones by identity
 class Step:
-    type: str  # model | tool | verify | detection
+    type: StepKind
     name: str
     started_at: str
     duration_ms: float = 0.0
     arguments: Any = None
     result: Any = None
-    error: str | None = None
+    error: StepOutcome | None = None
+    detail: str | None = None  # the reason, where the outcome has one
     tool_call_id: str | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -161,8 +158,40 @@ class Step:
         # of every result, for every event and save, was a measurable share of a run's CPU.
         return {name: getattr(self, name) for name in STEP_FIELDS}
 
+    @classmethod
+    def from_dict(cls, saved: dict[str, Any]) -> Step:
+        """A step as saved (to_dict's JSON). One saved before outcomes were a closed set has
+        its reason in `error` ("unavailable: …", "ValueError: …", a model's or a detection's
+        text): read as the outcome it meant, the text as its detail."""
+        step = cls(**{name: saved[name] for name in STEP_FIELDS if name in saved})
+        step.type = StepKind(step.type)
+        if step.error is not None and step.error not in _OUTCOMES:
+            step.error, step.detail = _legacy_outcome(step.type, step.error)
+        elif step.error is not None:
+            step.error = StepOutcome(step.error)
+        return step
+
+    @property
+    def failed(self) -> bool:
+        return step_failed(self.error)
+
+    def end(self, outcome: StepOutcome, detail: str | None = None) -> None:
+        self.error, self.detail = outcome, detail
+
 
 STEP_FIELDS = tuple(f.name for f in fields(Step))
+_OUTCOMES = frozenset(StepOutcome)
+
+
+def _legacy_outcome(kind: StepKind, error: str) -> tuple[StepOutcome, str]:
+    code, _, detail = error.partition(": ")
+    if code in _OUTCOMES:
+        return StepOutcome(code), detail
+    if kind == StepKind.MODEL:
+        return StepOutcome.MODEL_ERROR, error
+    if kind == StepKind.DETECTION:
+        return StepOutcome.DETECTED, error
+    return StepOutcome.EXCEPTION, error
 
 
 @dataclass
@@ -181,7 +210,7 @@ class RunResult:
 
     @property
     def tool_errors(self) -> int:
-        return sum(1 for s in self.steps if s.type == "tool" and s.error)
+        return sum(1 for s in self.steps if s.type == StepKind.TOOL and s.failed)
 
 
 @dataclass
@@ -278,7 +307,7 @@ class AgentLoop:
     async def _call_model(
         self, messages: list[dict[str, Any]], state: _RunState, emit: Emit
     ) -> ModelReply:
-        step = state.step("model", "chat")
+        step = state.step(StepKind.MODEL, "chat")
         await emit("model.started", {"turn": state.turns})
 
         async def on_text(delta: str) -> None:
@@ -287,7 +316,7 @@ class AgentLoop:
         try:
             reply = await self.model.complete(messages, state.tools, on_text)
         except ModelError as error:
-            state.close(step, error=str(error))
+            state.close(step, StepOutcome.MODEL_ERROR, str(error))
             await emit("model.finished", {"turn": state.turns, "error": str(error)})
             raise
         step.prompt_tokens, step.completion_tokens = reply.prompt_tokens, reply.completion_tokens
@@ -303,21 +332,24 @@ class AgentLoop:
 
     @staticmethod
     def _finish_unreachable(catalogue: dict[str, ToolInfo], state: _RunState) -> RunResult:
-        writes = [n for n, _ in state.unreachable if not catalogue[n].read_only]
+        writes = [u.tool for u in state.unreachable if not catalogue[u.tool].read_only]
         answer = (
             UNAVAILABLE_WRITE_ANSWER.format(tools="、".join(dict.fromkeys(writes)))
             if writes
             else UNAVAILABLE_ANSWER
         )
-        return state.result(RunStatus.FAILED, answer, reason=_unavailable(state.unreachable[0][1]))
+        return state.result(
+            RunStatus.FAILED, answer, reason=_unavailable(state.unreachable[0].error)
+        )
 
     @staticmethod
     def _finish_unknown(state: _RunState) -> RunResult:
-        name, arguments, timeout, verified = state.unknown[0]
-        leave = arguments.get("leave_id")
-        tool = f"{name}（{leave}）" if leave else name
-        answer = UNKNOWN_OUTCOME_ANSWER.format(tool=tool, seen=verified.seen)
-        reason = f"outcome_unknown: {tool} timed out after {timeout:g} s; then {verified.seen}"
+        unknown = state.unknown[0]
+        leave = unknown.arguments.get("leave_id")
+        tool = f"{unknown.tool}（{leave}）" if leave else unknown.tool
+        seen = unknown.verified.seen
+        answer = UNKNOWN_OUTCOME_ANSWER.format(tool=tool, seen=seen)
+        reason = f"outcome_unknown: {tool} timed out after {unknown.timeout:g} s; then {seen}"
         return state.result(RunStatus.FAILED, answer, reason=reason)
 
     async def _finish_text(
@@ -345,9 +377,8 @@ class AgentLoop:
         return state.result(RunStatus.COMPLETED, text)
 
     async def _detect(self, state: _RunState, emit: Emit, kind: str, detail: str) -> None:
-        step = state.step("detection", kind)
-        step.error = detail
-        state.close(step)
+        step = state.step(StepKind.DETECTION, kind)
+        state.close(step, StepOutcome.DETECTED, detail)
         state.detections.append(kind)
         await emit("detection", {"kind": kind, "detail": detail})
 
@@ -355,9 +386,12 @@ class AgentLoop:
         self, stop_call: dict[str, Any], calls: list[dict[str, Any]], state: _RunState
     ) -> RunResult:
         arguments, error = parse_arguments(stop_call["function"].get("arguments"))
-        step = state.step("tool", stop_call["function"]["name"])
-        step.tool_call_id, step.arguments, step.error = stop_call["id"], arguments, error
-        state.close(step)
+        step = state.step(StepKind.TOOL, stop_call["function"]["name"])
+        step.tool_call_id, step.arguments = stop_call["id"], arguments
+        if error:
+            state.close(step, StepOutcome.INVALID_ARGUMENTS, error)
+        else:
+            state.close(step)
         for call in calls:  # keep the transcript valid for the session's next run
             state.messages.append(
                 {"role": "tool", "tool_call_id": call["id"], "content": STOPPED_TOOL_TEXT}
@@ -397,7 +431,7 @@ class AgentLoop:
     ) -> str:
         name = call["function"]["name"]
         may_change = False  # a call that is not made (bad arguments, unknown tool) changes nothing
-        step = state.step("tool", name)
+        step = state.step(StepKind.TOOL, name)
         step.tool_call_id = call["id"]
         arguments, parse_error = parse_arguments(call["function"].get("arguments"))
         step.arguments = arguments if parse_error is None else call["function"].get("arguments")
@@ -409,11 +443,11 @@ class AgentLoop:
                 f"{TOOL_ERROR_PREFIX} 參數不是有效的 JSON（{parse_error}），"
                 f"請修正後重新呼叫 {name}。"
             )
-            step.error = "invalid_arguments"
+            step.end(StepOutcome.INVALID_ARGUMENTS, parse_error)
         elif name not in catalogue:
             available = "、".join(catalogue)
             text = f"{TOOL_ERROR_PREFIX} 沒有名為 {name} 的工具。可用的工具：{available}。"
-            step.error = "unknown_tool"
+            step.end(StepOutcome.UNKNOWN_TOOL)
         else:
             info = catalogue[name]
             timeout = self.config.tool_timeout + (
@@ -427,31 +461,30 @@ class AgentLoop:
             except TimeoutError:
                 if info.read_only:
                     text = f"{TOOL_ERROR_PREFIX} 工具 {name} 逾時（{timeout:g} 秒），請稍後再試。"
-                    step.error = "timeout"
+                    step.end(StepOutcome.TIMEOUT)
                 else:  # it may still be applied: find out, never call it "not done"
-                    state.close(step, error="timeout_outcome_unknown")
+                    state.close(step, StepOutcome.TIMEOUT_OUTCOME_UNKNOWN)
                     verified = await self._verify(name, arguments, catalogue, tools, state)
                     if verified.applied:
-                        step.error = "timeout_applied"
+                        step.end(StepOutcome.TIMEOUT_APPLIED)
                         text = f"工具 {name} 逾時，但查詢確認變更已經生效：{verified.seen}。"
                     else:
-                        state.unknown.append((name, arguments, timeout, verified))
+                        state.unknown.append(UnknownOutcome(name, arguments, timeout, verified))
                         text = (
                             f"{TOOL_ERROR_PREFIX} 工具 {name} 逾時（{timeout:g} 秒），"
                             f"無法確認變更是否已經生效：剛查詢時{verified.seen}，"
                             "但變更仍可能稍後才生效。請勿重做。"
                         )
             except asyncio.CancelledError:
-                step.error = "cancelled"
-                state.close(step)
+                state.close(step, StepOutcome.CANCELLED)
                 raise
             except ToolsUnavailable as error:
                 text = f"{TOOL_ERROR_PREFIX} 差勤系統暫時無法連線，工具 {name} 沒有回應。"
-                step.error = f"unavailable: {error}"
-                state.unreachable.append((name, error))
+                step.end(StepOutcome.UNAVAILABLE, str(error))
+                state.unreachable.append(Unreachable(name, error))
             except Exception as error:  # a tool failure is the model's to read, not a crash
                 text = f"{TOOL_ERROR_PREFIX} 工具 {name} 暫時無法使用（{type(error).__name__}）。"
-                step.error = f"{type(error).__name__}: {error}"
+                step.end(StepOutcome.EXCEPTION, f"{type(error).__name__}: {error}")
             else:
                 step.result = result.structured if result.structured is not None else result.text
                 text = (
@@ -462,9 +495,9 @@ class AgentLoop:
                     )
                 )
                 if result.is_error:
-                    step.error = "tool_error"
+                    step.end(StepOutcome.TOOL_ERROR)
         state.close(step)
-        tracing.tool_finished(step.error)
+        tracing.tool_finished(step.error if step.failed else None)
         if may_change:
             await state.checkpoint()
         await emit(
@@ -484,21 +517,39 @@ class AgentLoop:
         check = verify.check_call(name, arguments)
         if check is None or check[0] not in catalogue:
             return verify.Verified(False, "沒有辦法查詢它的結果")
-        step = state.step("verify", check[0])
+        step = state.step(StepKind.VERIFY, check[0])
         step.arguments = check[1]
         try:
             with tracing.tool_span(check[0], None, verify=True):
                 found = await asyncio.wait_for(tools.call(*check), self.config.tool_timeout)
         except asyncio.CancelledError:
-            state.close(step, error="cancelled")
+            state.close(step, StepOutcome.CANCELLED)
             raise
         except Exception as error:  # a timeout too: the state cannot be read now
-            state.close(step, error=f"{type(error).__name__}: {error}")
+            state.close(step, StepOutcome.EXCEPTION, f"{type(error).__name__}: {error}")
             return verify.Verified(False, "查詢目前狀態也沒有成功")
         step.result = found.structured if found.structured is not None else found.text
         verified = verify.judge(name, arguments, found.structured)
-        state.close(step, error=None if verified.applied else "not_applied_yet")
+        state.close(step, None if verified.applied else StepOutcome.NOT_APPLIED_YET)
         return verified
+
+
+@dataclass(frozen=True)
+class Unreachable:
+    """A tool call the tool server could not be reached for."""
+
+    tool: str
+    error: ToolsUnavailable
+
+
+@dataclass(frozen=True)
+class UnknownOutcome:
+    """A write that timed out and that a read-back did not show: it may still be applied."""
+
+    tool: str
+    arguments: dict[str, Any]
+    timeout: float
+    verified: verify.Verified
 
 
 class _RunState:
@@ -512,23 +563,24 @@ class _RunState:
         self.completion_tokens = 0
         self.pending: list[str] = []
         self.detections: list[str] = []
-        self.unreachable: list[tuple[str, ToolsUnavailable]] = []  # tool name, why
-        # writes that timed out and do not show: name, arguments, timeout, what was seen
-        self.unknown: list[tuple[str, dict[str, Any], float, verify.Verified]] = []
-        self._clocks: dict[int, float] = {}
+        self.unreachable: list[Unreachable] = []
+        self.unknown: list[UnknownOutcome] = []
+        self._open: dict[Step, float] = {}  # steps started, not closed: their perf_counter start
 
-    def step(self, kind: str, name: str) -> Step:
+    def step(self, kind: StepKind, name: str) -> Step:
         step = Step(kind, name, started_at=dt.datetime.now(dt.UTC).isoformat())
-        self._clocks[id(step)] = time.perf_counter()
+        self._open[step] = time.perf_counter()
         self.steps.append(step)
         return step
 
-    def close(self, step: Step, error: str | None = None) -> None:
-        started = self._clocks.pop(id(step), None)
+    def close(
+        self, step: Step, outcome: StepOutcome | None = None, detail: str | None = None
+    ) -> None:
+        started = self._open.pop(step, None)
         if started is not None:
             step.duration_ms = round((time.perf_counter() - started) * 1000, 3)
-        if error:
-            step.error = error
+        if outcome is not None:
+            step.end(outcome, detail)
 
     async def checkpoint(self) -> None:
         await self._checkpoint(self.snapshot)
@@ -536,8 +588,8 @@ class _RunState:
     def snapshot(self) -> list[dict[str, Any]]:
         steps = [s.to_dict() for s in self.steps]
         for record, step in zip(steps, self.steps, strict=True):
-            if id(step) in self._clocks:  # started, not finished
-                record["error"] = IN_PROGRESS
+            if step in self._open:
+                record["error"] = StepOutcome.IN_PROGRESS
         return steps
 
     def answer_pending_calls(self, text: str) -> None:

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any, TextIO
 
 from .store import RunRecord, RunStore
+from .views import Run
 
 
 def training_example(record: RunRecord) -> dict[str, Any]:
@@ -18,14 +19,15 @@ def training_example(record: RunRecord) -> dict[str, Any]:
     ]
     if record.answer and (not record.messages or record.messages[-1].get("role") != "assistant"):
         messages.append({"role": "assistant", "content": record.answer})
+    run = Run.of_record(record)
     return {
         "messages": messages,
         "tools": record.tools,
         "metadata": {
-            "run_id": record.id,
-            "status": record.status,
-            "turns": record.turns,
-            "created_at": record.created_at.isoformat() if record.created_at else None,
+            "run_id": run.id,
+            "status": run.status,
+            "turns": run.turns,
+            "created_at": run.created_at,
         },
     }
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -27,6 +26,8 @@ from mcp.client import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import ElicitRequestParams, ElicitResult, Tool
 from opentelemetry import propagate
+
+from common.credentials import hash_token
 
 from .engine import ToolInfo, ToolResult
 
@@ -229,10 +230,6 @@ class McpConnection:
             self._tools = None
 
 
-def token_key(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
 class McpPool:
     """One live `McpConnection` per user token; opened on first use, re-opened when dead."""
 
@@ -267,10 +264,10 @@ class McpPool:
 
     def has_open(self, token: str) -> bool:
         """True when this token has a live connection the server accepted recently."""
-        return self._trusted(self._connections.get(token_key(token)))
+        return self._trusted(self._connections.get(hash_token(token)))
 
     async def connection(self, token: str) -> McpConnection:
-        key = token_key(token)
+        key = hash_token(token)
         existing = self._connections.get(key)
         if self._trusted(existing):
             assert existing is not None

@@ -8,16 +8,16 @@ import logging
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, Literal
 
 import anyio.to_thread
 from mcp.types import ElicitResult
 from opentelemetry.trace import Span
 
-from common.sqlite import WriteLockTaken, utcnow
+from common.credentials import hash_token
+from common.sqlite import utcnow
 
 from .engine import (
     AgentLoop,
@@ -31,15 +31,16 @@ from .engine import (
     ToolResult,
     ToolsUnavailable,
 )
-from .mcp_pool import McpConnection, McpPool, McpUnavailable, current_confirm_handler, token_key
+from .mcp_pool import McpConnection, McpPool, McpUnavailable, current_confirm_handler
 from .metrics import LoopMetrics
 from .model import current_session
 from .store import RunRecord, RunStore
 from .tracing import run_finished, run_span
+from .views import Run, RunSummary
 
 logger = logging.getLogger(__name__)
-T = TypeVar("T")
-CONFIRM_MODES = ("ask", "accept", "decline")
+# How a run's confirmations are answered: by the client (an SSE event asks), or all alike.
+ConfirmMode = Literal["ask", "accept", "decline"]
 # A cancelled run first lets the MCP server hear "cancel" for its open questions (so the server
 # audits them); a tool call that does not come back within this long is cut off regardless.
 CANCEL_GRACE_SECONDS = 5.0
@@ -57,6 +58,10 @@ class RunIdInUse(Exception):
     """A run with the requested id exists already (this user's or another's)."""
 
 
+# An event of a streamed run: its kind and data (run.finished's data is the run itself).
+RunEvent = tuple[str, dict[str, Any] | Run]
+
+
 @dataclass
 class PendingConfirmation:
     id: str
@@ -71,17 +76,17 @@ class ActiveRun:
     user_key: str
     session_id: str
     input: str
-    confirm: str
-    events: asyncio.Queue[tuple[str, dict[str, Any]] | None] = field(default_factory=asyncio.Queue)
+    confirm: ConfirmMode
+    events: asyncio.Queue[RunEvent | None] = field(default_factory=asyncio.Queue)
     confirmations: dict[str, PendingConfirmation] = field(default_factory=dict)
     history: list[dict[str, Any]] | None = None  # given by the caller instead of the session
     remember: bool = True  # append this run to its session's history
     cancelling: bool = False  # cancelled while a confirmation was open: stop after its call
     streamed: bool = False  # its events go to the client; a run answered whole has no reader
     new_session: bool = False  # a session id made for it, which nobody else can know yet
-    task: asyncio.Task[dict[str, Any]] | None = None
+    task: asyncio.Task[Run] | None = None
 
-    async def outcome(self) -> dict[str, Any]:
+    async def outcome(self) -> Run:
         """The final result; shielded, so a caller that goes away does not cancel the run."""
         if self.task is None:
             raise RuntimeError(f"run {self.id} was never started")
@@ -90,7 +95,7 @@ class ActiveRun:
     started: float = field(default_factory=time.perf_counter)
     created_at: dt.datetime = field(default_factory=utcnow)
 
-    async def emit(self, kind: str, data: dict[str, Any]) -> None:
+    async def emit(self, kind: str, data: dict[str, Any] | Run) -> None:
         if self.streamed:
             await self.events.put((kind, data))
 
@@ -215,54 +220,11 @@ class RunManager:
         self._slots = asyncio.Semaphore(max_concurrent_runs)
         self._session_max = session_max_messages
         self.active: dict[str, ActiveRun] = {}
-        # Writes that may wait for the database (every write on PostgreSQL; on SQLite, one that
-        # finds another process writing) go to the store one at a time, on a thread of their
-        # own: a write waiting in its queue starts the moment the one before it ends, while
-        # writers racing for SQLite's lock sleep in its busy handler (1 to 100 ms a try) and
-        # the runs behind them wait that long; and one plain executor thread costs less CPU to
-        # hand work to than anyio's worker threads.
-        self._writer = ThreadPoolExecutor(1, thread_name_prefix="run-store")
-        self._checkpointing: asyncio.Future[None] | None = None
-
-    async def _write(self, write: Callable[..., T]) -> T:
-        """One of the store's run writes (begin_run, save_steps, finish_run, as a partial).
-        On SQLite it is made here and now (no thread to hand it to and back, which cost as
-        much CPU as the write), after the checkpoint under way if there is one; only when
-        another process holds the lock does it queue on the writer thread."""
-        if self.store.writes_without_waiting:
-            # Held back until the checkpoint is done, so that it finds the WAL wholly copied
-            # and the next write starts the file afresh. Waited for here, not queued behind it
-            # on the thread: each write handed over cost about a millisecond there, and while
-            # they drained the next writes found the lock taken and queued too (15 % of all
-            # writes at concurrency 8).
-            while self._checkpointing is not None and not self._checkpointing.done():
-                await asyncio.wait({self._checkpointing})  # never cancels the checkpoint
-            try:
-                result = write(wait=False)
-            except WriteLockTaken:
-                pass  # another process is writing: wait for it on the writer thread
-            else:
-                if self.store.checkpoint_due():
-                    self._checkpointing = asyncio.get_running_loop().run_in_executor(
-                        self._writer, self._checkpoint
-                    )
-                return result
-        return await asyncio.get_running_loop().run_in_executor(self._writer, write)
-
-    def _checkpoint(self) -> None:
-        try:
-            self.store.checkpoint()
-        except Exception as error:  # the next one will do; the WAL only grows meanwhile
-            logger.warning("run store checkpoint failed: %s", error)
-
-    def close(self) -> None:
-        """Wait for the writes already handed over (call before disposing of the store)."""
-        self._writer.shutdown(wait=True)
 
     async def authenticate(self, token: str) -> str:
         """The user key for a token the MCP server accepts (raises McpUnauthorized)."""
         await self.pool.connection(token)
-        return token_key(token)
+        return hash_token(token)
 
     async def start(
         self,
@@ -270,7 +232,7 @@ class RunManager:
         user_input: str,
         *,
         session_id: str | None,
-        confirm: str,
+        confirm: ConfirmMode,
         stream: bool,
         history: list[dict[str, Any]] | None = None,
         run_id: str | None = None,
@@ -285,7 +247,7 @@ class RunManager:
                 raise RunIdInUse(run_id)
         run = ActiveRun(
             id=run_id or f"run_{secrets.token_hex(8)}",
-            user_key=token_key(token),
+            user_key=hash_token(token),
             session_id=session_id or _new_session_id(),
             input=user_input,
             confirm=confirm,
@@ -298,15 +260,13 @@ class RunManager:
         run.task = asyncio.create_task(self._execute(run, token, stream))
         return run
 
-    async def _execute(self, run: ActiveRun, token: str, stream: bool) -> dict[str, Any]:
+    async def _execute(self, run: ActiveRun, token: str, stream: bool) -> Run:
         """Run, record, publish. Whatever fails, the run ends with a result and its stream ends.
         One trace: its model and tool calls are spans inside the run's."""
         with run_span(run.id) as span:
             return await self._execute_traced(run, token, stream, span)
 
-    async def _execute_traced(
-        self, run: ActiveRun, token: str, stream: bool, span: Span
-    ) -> dict[str, Any]:
+    async def _execute_traced(self, run: ActiveRun, token: str, stream: bool, span: Span) -> Run:
         history: list[dict[str, Any]] = []
         record = RunRecord(
             id=run.id,
@@ -342,9 +302,10 @@ class RunManager:
         except Exception as error:  # the store, most likely: fail this run, keep serving
             logger.exception("run %s failed outside the loop", run.id)
             result = _empty_result(run, RunStatus.FAILED, f"internal: {type(error).__name__}")
-        final = self._final(run, result)
+        record.finish(result, history)
+        final = Run.of_record(record, result.steps)
         try:
-            await self._remember(run, record, result, history, final["steps"])
+            await self._remember(run, record, result)
         except Exception:
             logger.exception("could not record run %s", run.id)
         self._count(run, result)
@@ -363,24 +324,18 @@ class RunManager:
         nobody else can know it yet: the session is written when the run ends, with its history."""
         claim = run.history is None and not run.new_session
         while (
-            stored := await self._write(partial(self.store.begin_run, record, claim_session=claim))
+            stored := await self.store.write(
+                partial(self.store.begin_run, record, claim_session=claim)
+            )
         ) is None:
             run.session_id = record.session_id = _new_session_id()
         return run.history if run.history is not None else stored
 
-    async def _remember(
-        self,
-        run: ActiveRun,
-        record: RunRecord,
-        result: RunResult,
-        history: list[dict[str, Any]],
-        steps: list[dict[str, Any]],
-    ) -> None:
-        """Store the finished run (`steps`: its steps as the final result has them) and, for a
-        run of a session, its messages in the session's history: one transaction."""
-        self._record(record, result, history, steps)
+    async def _remember(self, run: ActiveRun, record: RunRecord, result: RunResult) -> None:
+        """Store the finished run and, for a run of a session, its messages in the session's
+        history: one transaction."""
         remember = run.remember and result.status in (RunStatus.COMPLETED, RunStatus.MAX_TURNS)
-        remembered = await self._write(
+        remembered = await self.store.write(
             partial(
                 self.store.finish_run,
                 record,
@@ -406,7 +361,7 @@ class RunManager:
         async def checkpoint(snapshot: Callable[[], list[dict[str, Any]]]) -> None:
             async with saving:
                 try:
-                    await self._write(partial(self.store.save_steps, run.id, snapshot()))
+                    await self.store.write(partial(self.store.save_steps, run.id, snapshot()))
                 except Exception as error:  # a missed checkpoint must not fail the run
                     logger.warning("run %s: steps not saved: %s", run.id, type(error).__name__)
 
@@ -425,48 +380,7 @@ class RunManager:
 
         return observe
 
-    @staticmethod
-    def _final(run: ActiveRun, result: RunResult) -> dict[str, Any]:
-        final: dict[str, Any] = {
-            "id": run.id,
-            "status": result.status,
-            "answer": result.answer,
-            "steps": [s.to_dict() for s in result.steps],
-            "usage": {
-                "prompt_tokens": result.prompt_tokens,
-                "completion_tokens": result.completion_tokens,
-            },
-            "turns": result.turns,
-            "session_id": run.session_id,
-        }
-        if result.result is not None:
-            final["result"] = result.result
-        if result.reason:
-            final["reason"] = result.reason
-        return final
-
-    @staticmethod
-    def _record(
-        record: RunRecord,
-        result: RunResult,
-        history: list[dict[str, Any]],
-        steps: list[dict[str, Any]],
-    ) -> None:
-        record.status = result.status
-        record.answer = result.answer
-        record.reason = result.reason
-        record.result = result.result
-        record.steps = steps
-        record.messages = result.messages
-        record.tools = result.tools
-        record.history = history
-        record.prompt_tokens = result.prompt_tokens
-        record.completion_tokens = result.completion_tokens
-        record.turns = result.turns
-        record.tool_errors = result.tool_errors
-        record.finished_at = utcnow()
-
-    async def events(self, run: ActiveRun) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    async def events(self, run: ActiveRun) -> AsyncIterator[RunEvent]:
         while True:
             item = await run.events.get()
             if item is None:
@@ -502,44 +416,25 @@ class RunManager:
         asyncio.get_running_loop().call_later(CANCEL_GRACE_SECONDS, run.task.cancel)
         return True
 
-    async def record(self, run_id: str, user_key: str) -> dict[str, Any] | None:
+    async def record(self, run_id: str, user_key: str) -> Run | None:
+        """The user's run: as it stands while this loop runs it, else as stored."""
         run = self.active.get(run_id)
         if run is not None and run.user_key == user_key:
-            return {"id": run.id, "status": "running", "session_id": run.session_id}
+            return Run.running(run.id, run.session_id, run.input, run.created_at)
         stored = await anyio.to_thread.run_sync(self.store.get_run, run_id, user_key)
-        if stored is None:
-            return None
-        return {
-            **_listing(stored),
-            "answer": stored.answer,
-            "result": stored.result,
-            "steps": stored.steps,
-            "usage": {
-                "prompt_tokens": stored.prompt_tokens,
-                "completion_tokens": stored.completion_tokens,
-            },
-            "turns": stored.turns,
-        }
+        return None if stored is None else Run.of_record(stored)
 
-    async def recent(self, user_key: str, limit: int) -> list[dict[str, Any]]:
+    async def recent(self, user_key: str, limit: int) -> list[RunSummary]:
         """The user's newest runs, running ones included, newest first."""
         stored = await anyio.to_thread.run_sync(self.store.recent_runs, user_key, limit)
         known = {r.id for r in stored}
         waiting = [  # not stored until they get a slot
-            {
-                "id": r.id,
-                "status": "running",
-                "session_id": r.session_id,
-                "input": r.input,
-                "reason": None,
-                "created_at": r.created_at.isoformat(),
-                "finished_at": None,
-            }
+            RunSummary.running(r.id, r.session_id, r.input, r.created_at)
             for r in self.active.values()
             if r.user_key == user_key and r.id not in known
         ]
-        listed = [_listing(r) for r in stored]
-        return sorted(waiting + listed, key=lambda r: r["created_at"] or "", reverse=True)[:limit]
+        listed = [RunSummary.of_record(r) for r in stored]
+        return sorted(waiting + listed, key=lambda r: r.created_at or "", reverse=True)[:limit]
 
     def mark_interrupted(self) -> int:
         """At start: the runs this loop left running before it restarted (and those whose
@@ -585,16 +480,3 @@ def _new_session_id() -> str:
 
 def _empty_result(run: ActiveRun, status: RunStatus, reason: str) -> RunResult:
     return RunResult(status, "", [], [{"role": "user", "content": run.input}], [], 0, reason=reason)
-
-
-def _listing(stored: RunRecord) -> dict[str, Any]:
-    """A stored run as `GET /v1/runs` lists it (the full record adds its steps and answer)."""
-    return {
-        "id": stored.id,
-        "status": stored.status,
-        "session_id": stored.session_id,
-        "input": stored.input,
-        "reason": stored.reason,
-        "created_at": stored.created_at.isoformat() if stored.created_at else None,
-        "finished_at": stored.finished_at.isoformat() if stored.finished_at else None,
-    }

@@ -6,11 +6,14 @@ exported as fine-tuning data. Users are stored as a hash of their token, never t
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
-from collections.abc import Iterator
+import logging
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from sqlalchemy import (
     JSON,
@@ -29,18 +32,22 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.engine.interfaces import DBAPICursor
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
+from common.contract import StepKind, StepOutcome
+
+if TYPE_CHECKING:
+    from .engine import RunResult
 from common.dbapi import CompiledStatement, integrity_error, pooled_transaction
 from common.schema import UtcDateTime, upgrade
 from common.sqlite import (
     NonWaitingWriter,
+    WriteLockTaken,
     create_engine_for,
     utcnow,
     write_transaction_begin,
 )
 
-from .engine import IN_PROGRESS
-
-INTERRUPTED_STEP = "interrupted: outcome unknown"
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class Base(DeclarativeBase):
@@ -73,6 +80,14 @@ class RunRecord(Base):
     # run it does not own alone while its owner renews its lease.
     owner: Mapped[str | None] = mapped_column(String(128), index=True)
 
+    def finish(self, result: RunResult, history: list[dict[str, Any]]) -> None:
+        """Take how the run ended: its result, and the history it was given."""
+        for name in RESULT_COLUMNS:
+            setattr(self, name, getattr(result, name))
+        self.steps = [step.to_dict() for step in result.steps]
+        self.history = history
+        self.finished_at = utcnow()
+
 
 class LoopInstance(Base):
     """A loop process's lease on the runs it owns, renewed while it lives."""
@@ -94,8 +109,8 @@ class SessionRecord(Base):
 
 def _interrupted(step: dict[str, Any]) -> dict[str, Any]:
     """A step saved while in progress, as the end of its process left it."""
-    if step.get("type") == "tool" and step.get("error") == IN_PROGRESS:
-        return {**step, "error": INTERRUPTED_STEP}
+    if step.get("type") == StepKind.TOOL and step.get("error") == StepOutcome.IN_PROGRESS:
+        return {**step, "error": StepOutcome.INTERRUPTED, "detail": "outcome unknown"}
     return step
 
 
@@ -115,22 +130,21 @@ RUNS = cast(Table, RunRecord.__table__)
 SESSIONS = cast(Table, SessionRecord.__table__)
 RUN_COLUMNS = tuple(column.key for column in RUNS.columns)
 SESSION_COLUMNS = tuple(column.key for column in SESSIONS.columns)
-# What a finished run adds to its record (the rest is written when it starts).
-FINISHED_COLUMNS = (
+# What a finished run adds to its record (the rest is written when it starts): these from its
+# result (engine.RunResult), where they have the same names, and its steps, history and end.
+RESULT_COLUMNS = (
     "status",
     "answer",
     "reason",
     "result",
-    "steps",
     "messages",
     "tools",
-    "history",
     "prompt_tokens",
     "completion_tokens",
     "turns",
     "tool_errors",
-    "finished_at",
 )
+FINISHED_COLUMNS = (*RESULT_COLUMNS, "steps", "history", "finished_at")
 # A value the finished record leaves unset (None) keeps what its start stored.
 FINISH_RUN = (
     update(RUNS)
@@ -260,22 +274,56 @@ class RunStore:
         self._integrity_error = integrity_error(self.engine)
         self._non_waiting = NonWaitingWriter.for_engine(self.engine)
         self._begin = write_transaction_begin(self.engine)
+        # Writes that may wait for the database (every write on PostgreSQL; on SQLite, one that
+        # finds another process writing) are made one at a time, on a thread of their own: a
+        # write waiting in its queue starts the moment the one before it ends, while writers
+        # racing for SQLite's lock sleep in its busy handler (1 to 100 ms a try) and the runs
+        # behind them wait that long; and one plain executor thread costs less CPU to hand
+        # work to than anyio's worker threads.
+        self._write_thread = ThreadPoolExecutor(1, thread_name_prefix="run-store")
+        self._checkpointing: asyncio.Future[None] | None = None
 
-    @property
-    def writes_without_waiting(self) -> bool:
-        """Whether the run writes take `wait=False` (SQLite): made then on the caller's
-        thread, they raise WriteLockTaken, having written nothing, rather than wait for
-        another writer."""
-        return self._non_waiting is not None
+    async def write(self, write: Callable[..., T]) -> T:
+        """One of the run writes (begin_run, save_steps, finish_run, as a partial), from the
+        event loop. On SQLite it is made here and now (no thread to hand it to and back, which
+        cost as much CPU as the write: there `wait=False` makes it raise WriteLockTaken,
+        having written nothing, rather than wait for another writer), after the checkpoint
+        under way if there is one; only when another process holds the lock does it queue on
+        the writer thread."""
+        if self._non_waiting is not None:
+            # Held back until the checkpoint is done, so that it finds the WAL wholly copied
+            # and the next write starts the file afresh. Waited for here, not queued behind it
+            # on the thread: each write handed over cost about a millisecond there, and while
+            # they drained the next writes found the lock taken and queued too (15 % of all
+            # writes at concurrency 8).
+            while self._checkpointing is not None and not self._checkpointing.done():
+                await asyncio.wait({self._checkpointing})  # never cancels the checkpoint
+            try:
+                result = write(wait=False)
+            except WriteLockTaken:
+                pass  # another process is writing: wait for it on the writer thread
+            else:
+                if self._non_waiting.checkpoint_due():
+                    self._checkpointing = asyncio.get_running_loop().run_in_executor(
+                        self._write_thread, self._checkpoint_quietly
+                    )
+                return result
+        return await asyncio.get_running_loop().run_in_executor(self._write_thread, write)
+
+    def _checkpoint_quietly(self) -> None:
+        try:
+            self.checkpoint()
+        except Exception as error:  # the next one will do; the WAL only grows meanwhile
+            logger.warning("run store checkpoint failed: %s", error)
+
+    def finish_writes(self) -> None:
+        """Wait for the writes already handed to the writer thread; it takes no more."""
+        self._write_thread.shutdown(wait=True)
 
     def _transaction(self, wait: bool) -> AbstractContextManager[DBAPICursor]:
         if wait or self._non_waiting is None:
             return pooled_transaction(self.engine, self._begin)
         return self._non_waiting.transaction()
-
-    def checkpoint_due(self) -> bool:
-        """After writes made without waiting: whether to call `checkpoint` (off the loop)."""
-        return self._non_waiting is not None and self._non_waiting.checkpoint_due()
 
     def checkpoint(self) -> None:
         if self._non_waiting is not None:
@@ -302,10 +350,6 @@ class RunStore:
         )
         with self._session() as s:
             return list(s.scalars(query).all())
-
-    def save_run(self, record: RunRecord) -> None:
-        with self._writer() as s, s.begin():
-            s.merge(record)
 
     def begin_run(
         self, record: RunRecord, *, claim_session: bool, wait: bool = True
@@ -371,23 +415,6 @@ class RunStore:
             record = s.get(SessionRecord, session_id)
             return record.user_key if record else None
 
-    def claim_session(self, session_id: str, user_key: str) -> bool:
-        """Make the session the user's if it is nobody's yet, in one transaction; True when it
-        is (now) the user's. The first user of a session id owns it for good."""
-        try:
-            with pooled_transaction(self.engine, self._begin) as cursor:
-                return _claim(cursor, self._writes, session_id, user_key) is not None
-        except self._integrity_error:  # a concurrent writer created it first (databases without
-            # SQLite's up-front write lock): whoever won owns it
-            return self.session_owner(session_id) == user_key
-
-    def append_history(
-        self, session_id: str, user_key: str, messages: list[dict[str, Any]], limit: int
-    ) -> bool:
-        """Append to the user's own session; False (and nothing written) for anyone else's."""
-        with pooled_transaction(self.engine, self._begin) as cursor:
-            return _append(cursor, self._writes, session_id, user_key, messages, limit)
-
     def save_steps(self, run_id: str, steps: list[dict[str, Any]], *, wait: bool = True) -> None:
         """The steps so far of a run that is still running (a late save changes nothing)."""
         with self._transaction(wait) as cursor:
@@ -430,7 +457,7 @@ class RunStore:
                 started = [
                     f"{step['name']}({json.dumps(step.get('arguments'), ensure_ascii=False)})"
                     for step in steps
-                    if step.get("error") == INTERRUPTED_STEP
+                    if step.get("error") == StepOutcome.INTERRUPTED
                 ]
                 reason = "interrupted: the loop service running it stopped during the run"
                 if started:
@@ -465,6 +492,7 @@ class RunStore:
             yield from s.scalars(query.order_by(RunRecord.created_at)).all()
 
     def dispose(self) -> None:
+        self.finish_writes()
         if self._non_waiting is not None:
             self._non_waiting.close()
         self.engine.dispose()

@@ -118,8 +118,8 @@ def tool_span(name: str, call_id: str | None, *, verify: bool = False) -> Iterat
 
 
 def tool_finished(error: str | None) -> None:
-    """How the current tool span's call ended: its step's error, if any."""
+    """How the current tool span's call ended: the outcome of its step if the step failed."""
     if error:
         span = trace.get_current_span()
-        span.set_attribute("error.type", error.split(":", 1)[0])
+        span.set_attribute("error.type", str(error))
         span.set_status(StatusCode.ERROR)

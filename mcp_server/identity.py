@@ -8,7 +8,6 @@ listing ever shows a usable secret.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import logging
 import re
 import secrets
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import delete, func, select, update
 
+from common.credentials import hash_token
 from common.sqlite import utcnow
 
 from .storage import ApiToken, Database, Employee, new_token_id
@@ -62,10 +62,6 @@ class TokenListing:
         if self.expires_at is not None and self.expires_at <= now:
             return "expired"
         return "demo" if self.is_demo else "active"
-
-
-def hash_token(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
 
 
 def parse_duration(text: str) -> dt.timedelta:

@@ -9,8 +9,8 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
 from common.contract import LeaveStatus
+from common.credentials import hash_token
 
-from .identity import hash_token
 from .leaves import new_leave_id, working_days
 from .storage import (
     ApiToken,

@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 
 from common import sse
+from common.contract import step_failed
 
 EMPLOYEE = "demo-token-employee"
 
@@ -118,7 +119,7 @@ def timeline(final: dict[str, Any], asked: Sequence[Confirmation] = ()) -> list[
             what = f"tool   {step['name']} {arguments}"
             extra = _tool_outcome(step, questions)
         else:
-            what, extra = f"check  {step['name']}", step["error"] or ""
+            what, extra = f"check  {step['name']}", _said(step)
         lines.append(f"  {offset:7.1f} ms  {what:<58} {step['duration_ms']:7.1f} ms  {extra}")
         for confirmation in questions:
             lines.append(f"{'':13}confirmation asked: {confirmation.question}")
@@ -132,13 +133,19 @@ def timeline(final: dict[str, Any], asked: Sequence[Confirmation] = ()) -> list[
 def _tool_outcome(step: dict[str, Any], questions: list[Confirmation]) -> str:
     """✓, ✗ and the error, or what the person's answer came to: a declined confirmation is
     what the person wanted, not a failed call."""
-    if not step["error"]:
-        return "✓ confirmed by the user" if questions else "✓"
+    if not step_failed(step["error"]):
+        done = "✓ confirmed by the user" if questions else "✓"
+        return f"{done} ({step['error']})" if step["error"] else done
     result = step["result"] if isinstance(step["result"], dict) else {}
     code = (result.get("error") or {}).get("code")
     if questions and code in DECLINED_CODES:
         return f"✓ {DECLINED_CODES[code]}"
-    return f"✗ {step['error']}"
+    return f"✗ {_said(step)}"
+
+
+def _said(step: dict[str, Any]) -> str:
+    """A step's outcome and its reason, as one line."""
+    return ": ".join(part for part in (step["error"], step.get("detail")) if part)
 
 
 def _seconds(iso: str) -> float:

@@ -10,7 +10,6 @@ stops asking for what the other allows, fails here.
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -24,7 +23,7 @@ from mcp.types import ElicitResult
 from sqlalchemy import select
 
 from loop import engine, verify
-from loop.engine import AgentLoop, ModelReply, RunResult, ToolInfo, ToolResult
+from loop.engine import AgentLoop, RunResult, ToolInfo, ToolResult
 from mcp_server import leaves as rules
 from mcp_server.leaves import LeaveService
 from mcp_server.messages import Refusal
@@ -32,34 +31,9 @@ from mcp_server.metrics import ServerMetrics
 from mcp_server.storage import Database, Leave
 from mcp_server.tools import build_server
 from modelsim import generate, policy
-from modelsim.request import parse
+from tests.fakes import SimulatedModel
 
 FAR_MONDAY = dt.date(2031, 3, 3)  # clear of the seed data, which lies in the coming weeks
-
-
-class SimulatedModel:
-    """The simulator's generation (request parsing, policy, faults) as the loop's model."""
-
-    def __init__(self, faults: set[str] | None = None) -> None:
-        self.faults = faults or set()
-
-    async def complete(self, messages, tools, on_text=None) -> ModelReply:
-        body = {"model": "leave-copilot", "messages": messages, "tools": tools}
-        request = parse(json.dumps(body).encode(), strict=True, max_model_len=32_768)
-        output = generate.generate(request, self.faults)
-        message: dict[str, Any] = {"role": "assistant", "content": output.content}
-        if output.calls:
-            message["tool_calls"] = [
-                {
-                    "id": call.id,
-                    "type": "function",
-                    "function": {"name": call.name, "arguments": call.arguments},
-                }
-                for call in output.calls
-            ]
-        return ModelReply(
-            message, output.finish_reason, request.prompt_tokens, output.completion_tokens
-        )
 
 
 class ServerTools:

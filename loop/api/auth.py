@@ -8,8 +8,10 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from common.credentials import hash_token
+
 from ..auth_guard import FailureLimiter, RejectedTokens
-from ..mcp_pool import McpUnauthorized, McpUnavailable, token_key
+from ..mcp_pool import McpUnauthorized, McpUnavailable
 from ..runs import RunManager
 
 logger = logging.getLogger(__name__)
@@ -55,7 +57,7 @@ async def current_user(
     # as a dict key, and the leave MCP server looks that hash up by primary key.
     manager = manager_of(request)
     if manager.pool.has_open(token):  # accepted before: costs nothing to let through
-        return User(token=token, key=token_key(token))
+        return User(token=token, key=hash_token(token))
     guard: AuthGuard = request.app.state.auth_guard
     client = request.client.host if request.client else "unknown"
     wait = guard.limiter.retry_after(client)
@@ -70,7 +72,7 @@ async def current_user(
 
     if not BEARER_TOKEN.fullmatch(token):
         raise refused("malformed bearer token")
-    key = token_key(token)
+    key = hash_token(token)
     if key in guard.rejected:
         raise refused("the leave system does not accept this token")
     try:

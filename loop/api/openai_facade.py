@@ -13,8 +13,10 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, WithJsonSchema
 from common import sse
 from common.chat import InvalidContent, content_text
 
+from ..engine import RunStatus
 from ..runs import ActiveRun, RunManager
 from ..settings import LoopSettings
+from ..views import Run
 from .auth import Authenticated, manager_of
 from .errors import AUTH_ERRORS, OpenAIError, errors, excerpt, openai_error
 
@@ -183,9 +185,9 @@ def _param(loc: tuple[Any, ...]) -> str:
     return path or "body"
 
 
-def _completion(completion_id: str, model: str, final: dict[str, Any]) -> dict[str, Any]:
-    usage = final["usage"]
-    answer = final["answer"] or _status_text(final)
+def _completion(completion_id: str, model: str, final: Run) -> dict[str, Any]:
+    usage = _usage(final)
+    answer = final.answer or _status_text(final)
     return {
         "id": completion_id,
         "object": "chat.completion",
@@ -195,16 +197,31 @@ def _completion(completion_id: str, model: str, final: dict[str, Any]) -> dict[s
             {
                 "index": 0,
                 "message": {"role": "assistant", "content": answer},
-                "finish_reason": "stop" if final["status"] == "completed" else "length",
+                "finish_reason": _finish_reason(final),
             }
         ],
-        "usage": {**usage, "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]},
-        "run": {"id": final["id"], "status": final["status"], "turns": final["turns"]},
+        "usage": usage,
+        "run": {"id": final.id, "status": final.status, "turns": final.turns},
     }
 
 
-def _status_text(final: dict[str, Any]) -> str:
-    return f"（執行未完成：{final['status']}，{final.get('reason') or ''}）"
+def _finish_reason(final: Run) -> str:
+    return "stop" if final.status == RunStatus.COMPLETED else "length"
+
+
+def _usage(final: Run) -> dict[str, int]:
+    """The run's token counts in OpenAI's shape."""
+    prompt = final.usage.prompt_tokens if final.usage else 0
+    completion = final.usage.completion_tokens if final.usage else 0
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+
+
+def _status_text(final: Run) -> str:
+    return f"（執行未完成：{final.status}，{final.reason or ''}）"
 
 
 async def _chat_stream(
@@ -226,7 +243,13 @@ async def _chat_stream(
     # buffer each model turn's text and release it when that turn is the last.
     buffered: list[str] = []
     async for kind, data in manager.events(run):
-        if kind == "model.started":
+        if isinstance(data, Run):  # run.finished
+            if data.status != RunStatus.COMPLETED or not data.answer:
+                yield chunk({"content": data.answer or _status_text(data)})
+            yield chunk({}, _finish_reason(data))
+            if include_usage:
+                yield sse.frame({**head, "choices": [], "usage": _usage(data)})
+        elif kind == "model.started":
             buffered = []
         elif kind == "answer.delta":
             buffered.append(data["text"])
@@ -236,13 +259,4 @@ async def _chat_stream(
             for text in buffered:
                 yield chunk({"content": text})
             buffered = []
-        elif kind == "run.finished":
-            if data["status"] != "completed" or not data["answer"]:
-                yield chunk({"content": data["answer"] or _status_text(data)})
-            yield chunk({}, "stop" if data["status"] == "completed" else "length")
-            if include_usage:
-                usage = data["usage"]
-                total = usage["prompt_tokens"] + usage["completion_tokens"]
-                body = {**head, "choices": [], "usage": {**usage, "total_tokens": total}}
-                yield sse.frame(body)
     yield sse.DONE_FRAME

@@ -9,22 +9,23 @@ from typing import Annotated, Any, Literal
 import jsonschema
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from mcp.types import ElicitResult
 from pydantic import BaseModel, Field, StrictBool
 
 from common import sse
 
-from ..engine import RunStatus, Step
 from ..runs import (
     ActiveRun,
     ConfirmationAlreadyAnswered,
+    ConfirmMode,
     PendingConfirmation,
     RunIdInUse,
     RunManager,
     UnknownConfirmation,
     accept_content,
 )
+from ..views import Run, RunList
 from .auth import Authenticated, manager_of
 from .errors import AUTH_ERRORS, errors
 
@@ -32,7 +33,6 @@ router = APIRouter(prefix="/v1/runs", tags=["runs"])
 
 SESSION_ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
 RUN_ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,40}$"
-RecordStatus = Literal["running"] | RunStatus
 ConfirmAction = Literal["accept", "decline", "cancel"]
 
 
@@ -42,7 +42,7 @@ class RunRequest(BaseModel):
         None, pattern=SESSION_ID_PATTERN, description="Continue this conversation."
     )
     stream: StrictBool = Field(False, description="Server-Sent Events as the run happens.")
-    confirm: Literal["ask", "accept", "decline"] | None = Field(
+    confirm: ConfirmMode | None = Field(
         None,
         description="How confirmations are answered: ask the client (SSE event), or answer every "
         "one automatically. Default: ask when streaming, decline otherwise.",
@@ -76,57 +76,9 @@ class ConfirmationAnswered(BaseModel):
     action: ConfirmAction
 
 
-class Usage(BaseModel):
-    prompt_tokens: int
-    completion_tokens: int
-
-
-class RunResponse(BaseModel):
-    id: str
-    status: RunStatus
-    answer: str
-    result: Any = None
-    reason: str | None = None
-    steps: list[Step]
-    usage: Usage
-    turns: int
-    session_id: str
-
-
-class RunRecordView(BaseModel):
-    """A run as stored: while it runs only id, status and session_id are known."""
-
-    id: str
-    status: RecordStatus
-    session_id: str
-    input: str | None = None
-    answer: str | None = None
-    result: Any = None
-    reason: str | None = None
-    steps: list[Step] | None = None
-    usage: Usage | None = None
-    turns: int | None = None
-    created_at: str | None = None
-    finished_at: str | None = None
-
-
-class RunSummary(BaseModel):
-    id: str
-    status: RecordStatus
-    session_id: str
-    input: str
-    reason: str | None = None
-    created_at: str | None = None
-    finished_at: str | None = None
-
-
-class RunList(BaseModel):
-    runs: list[RunSummary] = Field(description="The caller's runs, newest first.")
-
-
 @router.post(
     "",
-    response_model=RunResponse,
+    response_model=Run,
     responses={200: {"content": {"text/event-stream": {}}}, **errors(409, *AUTH_ERRORS)},
 )
 async def create_run(body: RunRequest, user: Authenticated, request: Request) -> Response:
@@ -148,10 +100,10 @@ async def create_run(body: RunRequest, user: Authenticated, request: Request) ->
     except RunIdInUse:
         final = await _earlier_run(manager, str(body.run_id), user.key, body.stream)
         if not body.stream:
-            return JSONResponse(final)
+            return _json(final)
         return StreamingResponse(_sse_once(final), media_type="text/event-stream")
     if not body.stream:
-        return JSONResponse(await run.outcome())
+        return _json(await run.outcome())
     return StreamingResponse(_sse(manager, run), media_type="text/event-stream")
 
 
@@ -160,27 +112,28 @@ async def list_runs(
     user: Authenticated,
     request: Request,
     limit: Annotated[int, Query(ge=1, le=100, description="How many, newest first.")] = 20,
-) -> dict[str, Any]:
+) -> Response:
     """The caller's recent runs (running ones included): how a client that lost its
     connection finds the run it started."""
-    return {"runs": await manager_of(request).recent(user.key, limit)}
+    return _json(RunList.model_construct(runs=await manager_of(request).recent(user.key, limit)))
 
 
-@router.get("/{run_id}", response_model=RunRecordView, responses=errors(404, *AUTH_ERRORS))
-async def get_run(run_id: str, user: Authenticated, request: Request) -> dict[str, Any]:
+@router.get("/{run_id}", response_model=Run, responses=errors(404, *AUTH_ERRORS))
+async def get_run(run_id: str, user: Authenticated, request: Request) -> Response:
+    """The run as it stands: while it runs, what it has not done yet is null."""
     record = await manager_of(request).record(run_id, user.key)
     if record is None:
         raise HTTPException(404, "no such run")
-    return record
+    return _json(record)
 
 
-@router.post("/{run_id}/cancel", response_model=RunResponse, responses=errors(404, *AUTH_ERRORS))
-async def cancel_run(run_id: str, user: Authenticated, request: Request) -> dict[str, Any]:
+@router.post("/{run_id}/cancel", response_model=Run, responses=errors(404, *AUTH_ERRORS))
+async def cancel_run(run_id: str, user: Authenticated, request: Request) -> Response:
     manager = manager_of(request)
     run = manager.active.get(run_id)
     if run is None or run.user_key != user.key or not manager.cancel(run_id, user.key):
         raise HTTPException(404, "no such running run")
-    return await run.outcome()
+    return _json(await run.outcome())
 
 
 async def pending_confirmation(
@@ -253,9 +206,7 @@ def _validator(schema_json: str) -> jsonschema.Draft202012Validator | None:
     return jsonschema.Draft202012Validator(schema)
 
 
-async def _earlier_run(
-    manager: RunManager, run_id: str, user_key: str, stream: bool
-) -> dict[str, Any]:
+async def _earlier_run(manager: RunManager, run_id: str, user_key: str, stream: bool) -> Run:
     """The final result of the run a retry names; 409 when it is not the caller's to have."""
     active = manager.active.get(run_id)
     if active is not None and active.user_key == user_key and active.task is not None:
@@ -263,20 +214,20 @@ async def _earlier_run(
             raise HTTPException(409, f"run {run_id} is running; follow it at /v1/runs/{run_id}")
         return await active.outcome()
     record = await manager.record(run_id, user_key)
-    if record is None or record["status"] == "running":
+    if record is None or record.status == "running":
         raise HTTPException(409, f"run_id {run_id} is taken")
-    # the stored record in the shape a run's answer has (RunResponse's fields)
-    return {
-        key: record[key]
-        for key in RunResponse.model_fields
-        if key in record and (record[key] is not None or key not in ("result", "reason"))
-    }
+    return record
 
 
-async def _sse_once(final: dict[str, Any]) -> AsyncIterator[bytes]:
-    yield sse.frame(final, "run.finished")
+def _json(model: BaseModel) -> Response:
+    """The model's JSON as it is (FastAPI would validate our own values again first)."""
+    return Response(model.model_dump_json(), media_type="application/json")
+
+
+async def _sse_once(final: Run) -> AsyncIterator[bytes]:
+    yield sse.frame(final.model_dump_json(), "run.finished")
 
 
 async def _sse(manager: RunManager, run: ActiveRun) -> AsyncIterator[bytes]:
     async for kind, data in manager.events(run):
-        yield sse.frame(data, kind)
+        yield sse.frame(data.model_dump_json() if isinstance(data, Run) else data, kind)

@@ -13,7 +13,6 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -21,35 +20,11 @@ import pytest
 from stack.compose import compose_binary
 from tests.support import REPO_ROOT, wait_until
 
+from .helpers import PROJECT, Engine, Podman
+
 HERE = Path(__file__).resolve().parent
 IMAGE = "localhost/leave-copilot-bundle:0.1.0"  # BUNDLE_IMAGE in deploy/.env.example
-PROJECT = "leave-copilot"
 HEALTH_TICK_SECONDS = 2.0
-
-
-@dataclass
-class Podman:
-    env: dict[str, str]
-    timings: dict[str, float] = field(default_factory=dict)
-
-    def run(
-        self, *args: str, check: bool = True, timeout: float = 120
-    ) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            ["podman", *args], env=self.env, capture_output=True, text=True, timeout=timeout
-        )
-        if check and done.returncode != 0:
-            pytest.fail(f"podman {' '.join(args[:3])} failed: {done.stderr.strip()[-800:]}")
-        return done
-
-    def project_resources(self) -> dict[str, list[str]]:
-        label = f"label=com.docker.compose.project={PROJECT}"
-        listings = {
-            "containers": ["ps", "-a", "-q", "--filter", label],
-            "volumes": ["volume", "ls", "-q", "--filter", label],
-            "networks": ["network", "ls", "-q", "--filter", label],
-        }
-        return {kind: self.run(*args).stdout.split() for kind, args in listings.items()}
 
 
 def _root_or_skip() -> None:
@@ -98,14 +73,6 @@ def image(podman: Podman) -> str:
     size = podman.run("image", "inspect", IMAGE, "--format", "{{.Size}}").stdout.strip()
     podman.timings["image size MB"] = int(size) / 1e6
     return IMAGE
-
-
-@dataclass
-class Engine:
-    """Podman's Docker-compatible API and the environment `make up-sim` runs in."""
-
-    podman: Podman
-    env: dict[str, str]
 
 
 def _tick_healthchecks(podman: Podman, stop: threading.Event) -> None:
@@ -170,17 +137,6 @@ def timings(podman: Podman) -> Iterator[dict[str, float]]:
     print("\ncontainer tier timings:")
     for what, value in podman.timings.items():
         print(f"  {what:<28} {value:8.1f}")
-
-
-def make(engine: Engine, *targets: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["make", "--no-print-directory", *targets],
-        cwd=REPO_ROOT,
-        env=engine.env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 def _api_answers(socket_path: Path) -> bool:

@@ -27,7 +27,7 @@ from stack.layout import LAYOUT_FILE
 from stack.stackcheck import Stack, problems
 from tests.support import free_port, wait_until
 
-from .conftest import Engine, make
+from .helpers import Engine, make
 
 # the module's first test also pays for `make up-sim`
 pytestmark = [pytest.mark.containers, pytest.mark.timeout(900)]

@@ -9,7 +9,7 @@ import pytest
 
 from tests.support import wait_until
 
-from .conftest import Podman
+from .helpers import Podman
 
 # the module's first test also pays for the base images and the image build
 pytestmark = [pytest.mark.containers, pytest.mark.timeout(900)]

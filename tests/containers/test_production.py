@@ -29,7 +29,7 @@ from stack.layout import LAYOUT_FILE
 from stack.stackcheck import Stack, problems
 from tests.support import free_port, wait_until
 
-from .conftest import Engine, make
+from .helpers import Engine, make
 from .test_compose_stack import LOAD_FILE, SITE_OVERRIDE, env_file
 
 pytestmark = [pytest.mark.containers, pytest.mark.timeout(900)]

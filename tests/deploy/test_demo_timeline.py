@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from stack.demo import run_scenarios
-from tests.loop.conftest import loop_service
+from tests.loop.helpers import loop_service
 from tests.support import mcp_server, model_simulator
 
 

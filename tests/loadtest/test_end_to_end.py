@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from loadtest.cost.inputs import CAPACITY_FIELDS
-from tests.loop.conftest import loop_service
+from tests.loop.helpers import loop_service
 from tests.support import REPO_ROOT, mcp_server, model_simulator
 
 LOAD_SECONDS = 8

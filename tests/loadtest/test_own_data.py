@@ -19,7 +19,7 @@ import pytest
 from loadtest import scenarios
 from loadtest.mcp import McpClient
 from stack.demo import SCENARIOS, run_scenarios
-from tests.loop.conftest import loop_service
+from tests.loop.helpers import loop_service
 from tests.support import REPO_ROOT, mcp_server, model_simulator
 
 WRITES = {

@@ -12,7 +12,7 @@ import pytest
 
 from tests.support import mcp_server, model_simulator, run_to_exit, wait_until
 
-from .conftest import EMPLOYEE, loop_service
+from .helpers import EMPLOYEE, loop_service
 
 FAILURE_LIMIT = 4
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from .conftest import EMPLOYEE, OTHER, post_run
+from .helpers import EMPLOYEE, OTHER, post_run
 
 CONTEXT = 4096  # SIM_MAX_MODEL_LEN's default
 ANSWER_RESERVE = 512  # LOOP_MAX_TOKENS is unset
@@ -61,7 +61,7 @@ def test_the_same_question_again_and_again_in_one_session_keeps_fitting(crowded)
 
 
 def test_a_search_result_too_long_for_the_context_is_cut_and_says_so(crowded):
-    from loop.mcp_pool import token_key
+    from common.credentials import hash_token
     from loop.store import RunStore
 
     final = post_run(crowded, {"input": "查一下我的假單"}, OTHER).json()
@@ -70,7 +70,7 @@ def test_a_search_result_too_long_for_the_context_is_cut_and_says_so(crowded):
     assert all(size <= CONTEXT - ANSWER_RESERVE for size in prompt_sizes(final)), final
     store = RunStore(crowded.store_url)
     try:
-        record = store.get_run(final["id"], token_key("demo-token-other"))
+        record = store.get_run(final["id"], hash_token("demo-token-other"))
     finally:
         store.dispose()
     sent = json.loads(next(m["content"] for m in record.messages if m["role"] == "tool"))

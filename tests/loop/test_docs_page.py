@@ -12,7 +12,7 @@ import pytest
 from tests.browser import rendered_dom
 from tests.support import free_port
 
-from .conftest import loop_service
+from .helpers import loop_service
 
 OPERATIONS = [
     ("post", "/v1/runs"),

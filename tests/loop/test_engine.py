@@ -3,96 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
-from common.contract import SYSTEM_PROMPT, TOOL_ERROR_PREFIX
+from common.contract import SYSTEM_PROMPT, TOOL_ERROR_PREFIX, StepOutcome
 from loop.engine import (
     MAX_TURNS_ANSWER,
     AgentLoop,
     LoopConfig,
     ModelError,
-    ModelReply,
-    ToolInfo,
     ToolResult,
     ToolsUnavailable,
 )
-
-
-def call(name: str, arguments: Any = None, call_id: str | None = None) -> dict[str, Any]:
-    raw = arguments if isinstance(arguments, str) else json.dumps(arguments or {})
-    return {
-        "id": call_id or f"call-{name}-{abs(hash(raw)) % 10_000}",
-        "type": "function",
-        "function": {"name": name, "arguments": raw},
-    }
-
-
-def calls(*tool_calls: dict[str, Any]) -> ModelReply:
-    return ModelReply(
-        {"role": "assistant", "content": None, "tool_calls": list(tool_calls)}, "tool_calls", 10, 5
-    )
-
-
-def text(answer: str, finish_reason: str = "stop") -> ModelReply:
-    return ModelReply({"role": "assistant", "content": answer}, finish_reason, 10, 3)
-
-
-class ScriptedModel:
-    """Replies from a queue; remembers every transcript it was sent."""
-
-    def __init__(self, *replies: ModelReply | Exception) -> None:
-        self.replies = list(replies)
-        self.seen: list[list[dict[str, Any]]] = []
-
-    async def complete(self, messages, tools, on_text=None) -> ModelReply:
-        self.seen.append([dict(m) for m in messages])
-        reply = self.replies.pop(0)
-        if isinstance(reply, Exception):
-            raise reply
-        if on_text and reply.message.get("content"):
-            await on_text(reply.message["content"])
-        return reply
-
-
-class FakeTools:
-    def __init__(
-        self, handlers: dict[str, Any], confirm: Sequence[str] = (), read_only: Sequence[str] = ()
-    ) -> None:
-        self.handlers = handlers
-        self.confirm = set(confirm)
-        self.read_only = set(read_only)
-        self.called: list[tuple[str, dict[str, Any]]] = []
-        self.running = 0
-        self.max_running = 0
-
-    async def list(self) -> list[ToolInfo]:
-        return [
-            ToolInfo(
-                name,
-                f"{name} tool",
-                {"type": "object"},
-                name in self.confirm,
-                name in self.read_only,
-            )
-            for name in self.handlers
-        ]
-
-    async def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
-        self.called.append((name, arguments))
-        self.running += 1
-        self.max_running = max(self.max_running, self.running)
-        try:
-            handler = self.handlers[name]
-            result = handler(arguments)
-            if asyncio.iscoroutine(result):
-                result = await result
-            return result if isinstance(result, ToolResult) else ToolResult(str(result), False)
-        finally:
-            self.running -= 1
+from tests.fakes import FakeTools, ScriptedModel, call, calls, text
 
 
 def tool_messages(result) -> list[dict[str, Any]]:
@@ -230,7 +154,7 @@ async def test_a_tool_call_written_as_text_is_detected(content):
     result = await AgentLoop(model).run("go", FakeTools({"search_leaves": lambda a: "[]"}))
     assert (result.status, result.reason) == ("failed", "tool_call_in_content")
     detection = next(s for s in result.steps if s.type == "detection")
-    assert "--tool-call-parser" in detection.error
+    assert detection.error == "detected" and "--tool-call-parser" in detection.detail
 
 
 async def test_plain_json_that_names_no_tool_is_an_answer():
@@ -349,8 +273,10 @@ async def test_a_write_that_times_out_is_checked_before_anything_is_claimed(now,
     if applied:  # the change shows: the model hears so, and the run goes on
         assert update.error == "timeout_applied" and result.status == "completed"
         assert "已經生效" in tool_messages(result)[0]["content"]
+        assert result.tool_errors == 0  # done, not an error: metrics and export see it so
     else:  # it does not show (yet): unknown, and the run ends saying how to check
         assert update.error == "timeout_outcome_unknown" and result.status == "failed"
+        assert result.tool_errors == 1
         assert result.reason.startswith("outcome_unknown: update_leave_status（LV-000001）")
         assert "無法確認" in result.answer and "沒有完成" not in result.answer
         assert len(model.seen) == 1
@@ -417,3 +343,34 @@ def test_a_step_as_a_dict_has_every_field_and_later_changes_do_not_reach_it():
     assert record == dataclasses.asdict(step)
     step.error, step.duration_ms = "tool_error", 3.5
     assert record["error"] is None and record["duration_ms"] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("saved", "outcome", "detail"),
+    [
+        ({"type": "tool", "error": "tool_error"}, "tool_error", None),
+        (
+            {"type": "tool", "error": "unavailable: MCP connection lost"},
+            "unavailable",
+            "MCP connection lost",
+        ),
+        ({"type": "tool", "error": "ValueError: boom"}, "exception", "ValueError: boom"),
+        (
+            {"type": "model", "error": "the model answered 500"},
+            "model_error",
+            "the model answered 500",
+        ),
+        ({"type": "detection", "error": "hit max_tokens"}, "detected", "hit max_tokens"),
+        ({"type": "tool", "error": None}, None, None),
+    ],
+)
+def test_a_step_saved_before_outcomes_were_a_closed_set_reads_as_its_outcome_and_reason(
+    saved, outcome, detail
+):
+    from loop.engine import Step
+
+    step = Step.from_dict(
+        {"name": "search_leaves", "started_at": "2026-01-01T00:00:00+00:00", **saved}
+    )
+    assert (step.error, step.detail) == (outcome, detail)
+    assert step.error is None or isinstance(step.error, StepOutcome)

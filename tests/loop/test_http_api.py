@@ -18,7 +18,7 @@ from loop.app import create_app
 from loop.settings import LoopSettings
 from tests.support import free_port, mcp_server, model_simulator, serving_in_thread
 
-from .conftest import EMPLOYEE, Stack, leave_status, loop_service, post_run
+from .helpers import EMPLOYEE, Stack, leave_status, loop_service, post_run, stream_run
 
 FACADE = "/v1/chat/completions"
 QUESTION = "我的假期餘額還有多少？"
@@ -392,6 +392,25 @@ def test_an_internal_error_is_a_500_in_the_routes_shape_without_internals(tmp_pa
     assert openai_error_body(facade)["type"] == "InternalServerError"
     assert own.json() == {"detail": "internal error"}
     assert "internal detail" not in facade.text + own.text
+
+
+# --- one run, one shape ---------------------------------------------------------------------
+
+
+def test_a_run_is_one_shape_in_its_answer_its_stream_its_record_and_a_retrys_answer(stack):
+    answered = post_run(stack, {"input": QUESTION, "run_id": "one-shape-1"}).json()
+    _, streamed = stream_run(stack.loop, {"input": QUESTION, "run_id": "one-shape-2"})
+    record = httpx.get(f"{stack.loop}/v1/runs/{answered['id']}", headers=EMPLOYEE).json()
+    retried = post_run(stack, {"input": QUESTION, "run_id": answered["id"]}).json()
+    assert record == answered == retried  # the answer is the record: nothing to reshape
+    assert set(streamed) == set(answered)
+    assert answered["status"] == "completed" and answered["finished_at"] is not None
+    [listed] = [
+        r
+        for r in httpx.get(f"{stack.loop}/v1/runs", headers=EMPLOYEE).json()["runs"]
+        if r["id"] == answered["id"]
+    ]
+    assert listed == {key: answered[key] for key in listed}  # the listing: the same run, less
 
 
 # --- timestamps -------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import httpx
 import jsonschema
 import pytest
 
-from .conftest import EMPLOYEE, OTHER, post_run
+from .helpers import EMPLOYEE, OTHER, post_run
 
 QUESTION = "我的假期餘額還有多少？"
 FACADE = "/v1/chat/completions"
@@ -243,3 +243,14 @@ def test_the_chat_request_schema_accepts_exactly_what_the_server_accepts(
     valid = validator(spec, body_schema(spec, FACADE)).is_valid(body)
     response = httpx.post(f"{stack.loop}{FACADE}", json=body, headers=EMPLOYEE, timeout=60)
     assert response.status_code == (200 if valid else 400), (valid, response.text)
+
+
+def test_the_document_lists_every_step_kind_and_outcome(spec):
+    from common.contract import StepKind, StepOutcome
+
+    schemas = spec["components"]["schemas"]
+    step = schemas["Step"]["properties"]
+    assert step["type"]["$ref"].endswith("/StepKind")
+    assert any(o.get("$ref", "").endswith("/StepOutcome") for o in step["error"]["anyOf"])
+    assert schemas["StepKind"]["enum"] == [k.value for k in StepKind]
+    assert schemas["StepOutcome"]["enum"] == [o.value for o in StepOutcome]

@@ -10,7 +10,7 @@ import httpx
 
 from tests.support import REPO_ROOT, ServiceProcess, free_port, model_simulator, seed_database
 
-from .conftest import EMPLOYEE, loop_service, tool_steps
+from .helpers import EMPLOYEE, loop_service, tool_steps
 
 
 def run(loop: str, body: dict) -> dict:

@@ -4,51 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from typing import Any
 
 import sqlalchemy
 from sqlalchemy import create_engine, update
 from sqlalchemy.engine import make_url
 
 from common.sqlite import utcnow
-from loop.engine import LoopConfig, ModelReply, ToolInfo, ToolResult
+from loop.engine import LoopConfig
 from loop.metrics import LoopMetrics
 from loop.runs import RunManager
 from loop.store import LoopInstance, RunRecord, RunStore
-
-
-class OneAnswerModel:
-    async def complete(self, messages, tools, on_text=None) -> ModelReply:
-        return ModelReply({"role": "assistant", "content": "好的。"}, "stop", 5, 2)
-
-
-class FakeConnection:
-    alive = True
-
-    async def tools(self) -> list[ToolInfo]:
-        return [ToolInfo("search_leaves", "search", {"type": "object"}, read_only=True)]
-
-    async def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
-        return ToolResult("[]", False)
-
-
-class FakePool:
-    async def connection(self, token: str) -> FakeConnection:
-        return FakeConnection()
-
-
-def manager(store: RunStore, model: Any = None, pool: Any = None) -> RunManager:
-    model = model or OneAnswerModel()
-    return RunManager(
-        pool=pool or FakePool(),
-        model=model,
-        streaming_model=model,
-        config=LoopConfig(),
-        store=store,
-        metrics=LoopMetrics(),
-        max_concurrent_runs=4,
-        session_max_messages=10,
-    )
+from tests.fakes import AnsweringModel, FakePool, LeavePool, ScriptedModel, call, calls
+from tests.loop.helpers import append, claim, manager
 
 
 async def test_a_store_failure_still_ends_the_run_and_its_stream(
@@ -65,7 +32,7 @@ async def test_a_store_failure_still_ends_the_run_and_its_stream(
     events = [kind async for kind, _ in runs.events(run)]
     final = await asyncio.wait_for(run.task, 5)
     assert events[-1] == "run.finished"
-    assert final["status"] == "failed" and final["reason"] == "internal: OSError"
+    assert final.status == "failed" and final.reason == "internal: OSError"
     assert runs.active == {}
 
 
@@ -73,8 +40,9 @@ async def test_runs_left_running_by_a_dead_process_are_marked_interrupted(
     tmp_path, new_database_url
 ):
     store = RunStore(new_database_url(tmp_path, "loop"))
-    store.save_run(
-        RunRecord(id="run_x", user_key="k", session_id="s", status="running", input="hi")
+    store.begin_run(
+        RunRecord(id="run_x", user_key="k", session_id="s", status="running", input="hi"),
+        claim_session=False,
     )
     assert manager(store).mark_interrupted() == 1
     record = store.get_run("run_x", "k")
@@ -100,14 +68,14 @@ async def test_run_times_read_back_in_utc_with_their_offset_on_any_store(
     run = await runs.start("token", "查一下", session_id=None, confirm="decline", stream=False)
     final = await asyncio.wait_for(run.task, 10)
     after = dt.datetime.now(dt.UTC)
-    record = await runs.record(final["id"], run.user_key)
+    record = await runs.record(final.id, run.user_key)
     [listed] = await runs.recent(run.user_key, 5)
-    stamps = [record["created_at"], record["finished_at"], listed["created_at"]]
-    stamps += [listed["finished_at"], *(step["started_at"] for step in record["steps"])]
+    stamps = [record.created_at, record.finished_at, listed.created_at, final.finished_at]
+    stamps += [listed.finished_at, *(step.started_at for step in record.steps)]
     for stamp in stamps:  # one form: RFC 3339 in UTC, as the steps' times are written
         assert stamp.endswith("+00:00"), stamps
         assert before <= dt.datetime.fromisoformat(stamp) <= after, (stamps, before, after)
-    stored = store.get_run(final["id"], run.user_key)
+    stored = store.get_run(final.id, run.user_key)
     assert stored.created_at.utcoffset() == dt.timedelta(0) and before <= stored.created_at
     store.dispose()
 
@@ -124,12 +92,12 @@ async def test_concurrent_runs_record_and_remember_without_locking_errors(
         for i in range(30)
     ]
     finals = await asyncio.gather(*(r.task for r in started))
-    assert {f["status"] for f in finals} == {"completed"}
+    assert {f.status for f in finals} == {"completed"}
     assert len(store.history("shared", started[0].user_key)) == 10  # bounded
 
 
 async def test_two_users_racing_on_one_new_session_id_never_share_it(tmp_path, new_database_url):
-    from loop.mcp_pool import token_key
+    from common.credentials import hash_token
 
     store = RunStore(new_database_url(tmp_path, "loop"))
     runs = manager(store)
@@ -141,75 +109,33 @@ async def test_two_users_racing_on_one_new_session_id_never_share_it(tmp_path, n
         "token-b", "乙的請求", session_id="new", confirm="decline", stream=False
     )
     finals = await asyncio.gather(first.task, second.task)
-    assert finals[0]["session_id"] != finals[1]["session_id"]
+    assert finals[0].session_id != finals[1].session_id
     for final, token, text in zip(
         finals, ("token-a", "token-b"), ("甲的請求", "乙的請求"), strict=True
     ):
-        own = store.history(final["session_id"], token_key(token))
+        own = store.history(final.session_id, hash_token(token))
         assert [m["content"] for m in own if m["role"] == "user"] == [text]
 
 
 def test_a_session_is_never_written_by_another_user(tmp_path, new_database_url):
     store = RunStore(new_database_url(tmp_path, "loop"))
-    assert store.claim_session("s", "alice") and store.claim_session("s", "alice")
-    assert not store.claim_session("s", "bob")
-    assert not store.append_history("s", "bob", [{"role": "user", "content": "bob"}], 10)
+    assert claim(store, "s", "alice") and claim(store, "s", "alice")
+    assert not claim(store, "s", "bob")
+    assert not append(store, "s", "bob", [{"role": "user", "content": "bob"}])
     assert store.history("s", "alice") == [] and store.session_owner("s") == "alice"
-
-
-class WriteThenHangModel:
-    """Searches, submits, then never answers (the service dies while it waits)."""
-
-    def __init__(self) -> None:
-        self.asked_after_the_write = asyncio.Event()
-        self.turn = 0
-
-    async def complete(self, messages, tools, on_text=None) -> ModelReply:
-        self.turn += 1
-        if self.turn == 1:
-            return _calls("c1", "search_leaves", {"keyword": "家庭旅遊"})
-        if self.turn == 2:
-            return _calls("c2", "update_leave_status", {"leave_id": "LV-1", "status": "submitted"})
-        self.asked_after_the_write.set()
-        await asyncio.Event().wait()
-        raise AssertionError("unreachable")
-
-
-def _calls(call_id: str, name: str, arguments: dict[str, Any]) -> ModelReply:
-    import json
-
-    call = {"id": call_id, "type": "function", "function": {"name": name}}
-    call["function"]["arguments"] = json.dumps(arguments)
-    return ModelReply(
-        {"role": "assistant", "content": "", "tool_calls": [call]}, "tool_calls", 5, 2
-    )
-
-
-class LeaveConnection(FakeConnection):
-    async def tools(self) -> list[ToolInfo]:
-        return [
-            ToolInfo("search_leaves", "search", {"type": "object"}, read_only=True),
-            ToolInfo("update_leave_status", "update", {"type": "object"}),
-        ]
-
-    async def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
-        if name == "search_leaves":
-            return ToolResult('{"count": 1}', False, {"count": 1})
-        return ToolResult('{"to_status": "submitted"}', False, {"to_status": "submitted"})
-
-
-class LeavePool:
-    async def connection(self, token: str) -> LeaveConnection:
-        return LeaveConnection()
 
 
 async def test_an_applied_write_is_in_the_record_before_the_run_goes_on(tmp_path):
     """A service that dies after a write was applied keeps that write, with its result."""
     store = RunStore(f"sqlite:///{tmp_path / 'loop.db'}")
-    model = WriteThenHangModel()
+    model = ScriptedModel(  # searches, submits, then never answers: the service dies meanwhile
+        calls(call("search_leaves", {"keyword": "家庭旅遊"}, "c1")),
+        calls(call("update_leave_status", {"leave_id": "LV-1", "status": "submitted"}, "c2")),
+        then_hang=True,
+    )
     runs = manager(store, model, LeavePool())
     run = await runs.start("token", "送出", session_id=None, confirm="decline", stream=False)
-    await asyncio.wait_for(model.asked_after_the_write.wait(), 5)
+    await asyncio.wait_for(model.spent.wait(), 5)
     # what a crash now would leave: a fresh store on the same database, as after a restart
     restarted = RunStore(f"sqlite:///{tmp_path / 'loop.db'}")
     assert manager(restarted).mark_interrupted() == 1
@@ -233,8 +159,12 @@ async def test_a_finished_run_is_stored_whole_with_its_session_in_one_go(tmp_pat
     final = await run.task
     record = store.get_run(run.id, run.user_key)
     assert record.status == "completed" and record.finished_at is not None
-    assert record.answer == final["answer"] == "好的。"
-    assert record.steps == final["steps"] and record.turns == 1 and record.prompt_tokens == 5
+    assert record.answer == final.answer == "好的。"
+    assert (
+        record.steps == [s.to_dict() for s in final.steps]
+        and record.turns == 1
+        and record.prompt_tokens == 5
+    )
     assert record.messages == [
         {"role": "user", "content": "查一下"},
         {"role": "assistant", "content": "好的。"},
@@ -244,7 +174,7 @@ async def test_a_finished_run_is_stored_whole_with_its_session_in_one_go(tmp_pat
 
 def test_a_run_in_another_users_session_is_stored_without_touching_that_session(tmp_path):
     store = RunStore(f"sqlite:///{tmp_path / 'loop.db'}")
-    assert store.claim_session("theirs", "alice")
+    assert claim(store, "theirs", "alice")
     mine = RunRecord(id="r1", user_key="bob", session_id="theirs", status="running", input="hi")
     assert store.begin_run(mine, claim_session=True) is None
     assert store.get_run("r1", "bob") is None  # nothing written
@@ -276,9 +206,10 @@ def test_a_late_step_save_does_not_overwrite_a_finished_run(tmp_path):
 
 
 def _running(store: RunStore, run_id: str, owner: str | None) -> None:
-    store.save_run(
+    store.begin_run(
         RunRecord(id=run_id, user_key="k", session_id="s", status="running", input="hi",
-                  owner=owner)
+                  owner=owner),
+        claim_session=False,
     )  # fmt: skip
 
 
@@ -315,7 +246,7 @@ async def test_a_loop_starting_marks_its_own_orphans_and_leaves_another_live_loo
 async def test_a_run_is_owned_by_the_loop_that_starts_it(tmp_path, new_database_url):
     store = RunStore(new_database_url(tmp_path, "loop"))
     runs = RunManager(
-        pool=FakePool(), model=OneAnswerModel(), streaming_model=OneAnswerModel(),
+        pool=FakePool(), model=AnsweringModel(), streaming_model=AnsweringModel(),
         config=LoopConfig(), store=store, metrics=LoopMetrics(), max_concurrent_runs=4,
         session_max_messages=10, instance_id="loop-7",
     )  # fmt: skip

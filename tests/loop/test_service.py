@@ -16,7 +16,7 @@ import pytest
 from common import sse
 from tests.support import REPO_ROOT
 
-from .conftest import EMPLOYEE, MANAGER, OTHER, leave_status, post_run, stream_run, tool_steps
+from .helpers import EMPLOYEE, MANAGER, OTHER, leave_status, post_run, stream_run, tool_steps
 
 SEED_REQUEST = "把我那張家庭旅遊的特休送出審核"
 
@@ -100,7 +100,7 @@ def test_a_follow_up_in_the_same_session_acts_on_the_leave_just_discussed(stack)
 def test_a_session_id_first_used_by_one_user_never_collects_anothers_run(stack):
     """One user waits on a confirmation in a brand-new session; meanwhile another user runs
     with the same session id and finishes first. Neither history may hold the other's run."""
-    from loop.mcp_pool import token_key
+    from common.credentials import hash_token
     from loop.store import RunStore
 
     session = "raced-session"
@@ -131,7 +131,7 @@ def test_a_session_id_first_used_by_one_user_never_collects_anothers_run(stack):
             (manager_final, "demo-token-manager", "取消我年度健康檢查那張假"),
             (employee_final, "demo-token-employee", "我的假期餘額還有多少？"),
         ):
-            history = store.history(final["session_id"], token_key(token))
+            history = store.history(final["session_id"], hash_token(token))
             assert [m["content"] for m in history if m["role"] == "user"] == [text]
     finally:
         store.dispose()
@@ -258,7 +258,7 @@ def confirmation_audit(stack, leave_id: str) -> list[tuple[str, str]]:
 
 
 def test_cancel_endpoint_stops_a_waiting_run_and_keeps_the_transcript_valid(stack, approved_leaves):
-    from loop.mcp_pool import token_key
+    from common.credentials import hash_token
     from loop.store import RunStore
 
     audited = confirmation_audit(stack, approved_leaves[3])
@@ -286,7 +286,7 @@ def test_cancel_endpoint_stops_a_waiting_run_and_keeps_the_transcript_valid(stac
     assert confirmation_audit(stack, approved_leaves[3]) == [*audited, ("cancelled", "not_applied")]
     store = RunStore(stack.store_url)
     try:
-        record = store.get_run(run_id, token_key("demo-token-employee"))
+        record = store.get_run(run_id, hash_token("demo-token-employee"))
     finally:
         store.dispose()
     assert record.status == "cancelled"
@@ -465,6 +465,6 @@ def test_the_api_is_documented_as_openapi(stack):
         "/v1/runs/{run_id}/confirmations/{confirmation_id}",
         "/v1/chat/completions",
     } <= paths
-    steps = spec["components"]["schemas"]["RunResponse"]["properties"]["steps"]
-    assert steps["items"]["$ref"].endswith("/Step")
+    steps = spec["components"]["schemas"]["Run"]["properties"]["steps"]
+    assert steps["anyOf"][0]["items"]["$ref"].endswith("/Step")
     assert httpx.get(f"{stack.loop}/docs").status_code == 200

@@ -8,7 +8,7 @@ from sqlalchemy import create_engine, text
 from common import sse
 from tests.support import free_port, mcp_server, model_simulator, running
 
-from .conftest import EMPLOYEE
+from .helpers import EMPLOYEE
 
 
 def test_a_run_waiting_for_confirmation_is_recorded_cancelled_when_the_service_stops(tmp_path):

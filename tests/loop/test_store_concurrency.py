@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 
 from loop.store import RunStore
+from tests.loop.helpers import append, claim
 
 WRITERS = 20
 
@@ -13,16 +14,16 @@ WRITERS = 20
 def test_concurrent_appends_to_one_session_all_stay(tmp_path, new_database_url):
     store = RunStore(new_database_url(tmp_path, "loop"))
     try:
-        assert store.claim_session("shared", "alice")
+        assert claim(store, "shared", "alice")
         start = threading.Barrier(WRITERS)
         accepted: list[bool] = []
 
-        def append(i: int) -> None:
+        def append_one(i: int) -> None:
             start.wait()
             message = {"role": "user", "content": f"message {i}"}
-            accepted.append(store.append_history("shared", "alice", [message], limit=100))
+            accepted.append(append(store, "shared", "alice", [message]))
 
-        threads = [threading.Thread(target=append, args=(i,)) for i in range(WRITERS)]
+        threads = [threading.Thread(target=append_one, args=(i,)) for i in range(WRITERS)]
         for thread in threads:
             thread.start()
         for thread in threads:

@@ -13,7 +13,7 @@ from functools import partial
 
 from common.sqlite import NonWaitingWriter
 from loop.store import RunRecord, RunStore
-from tests.loop.test_runs import manager
+from tests.loop.helpers import manager
 
 WRITES = 300
 
@@ -59,11 +59,11 @@ async def test_a_run_waits_off_the_loop_while_another_process_holds_the_write_lo
     finally:
         other_process.commit()
     final = await asyncio.wait_for(run.outcome(), 30)
-    assert final["status"] == "completed"
+    assert final.status == "completed"
     stored = store.get_run(run.id, run.user_key)
     assert stored is not None and stored.status == "completed"
     assert store.history(run.session_id, run.user_key)[-1]["content"] == "好的。"
-    runs.close()
+    store.finish_writes()
     store.dispose()
 
 
@@ -80,12 +80,11 @@ async def test_the_wal_is_checkpointed_on_the_writer_thread(tmp_path, monkeypatc
         checkpoint()
 
     monkeypatch.setattr(store, "checkpoint", recorded_checkpoint)
-    runs = manager(store)
     sizes = []
     for i in range(WRITES):
-        await runs._write(partial(store.begin_run, record(f"r{i}"), claim_session=True))
+        await store.write(partial(store.begin_run, record(f"r{i}"), claim_session=True))
         sizes.append(file_size(wal))
-    runs.close()  # waits for the checkpoints handed to the writer thread
+    store.finish_writes()  # waits for the checkpoints handed to the writer thread
     one_write = sizes[1] - sizes[0]
     print(
         f"WAL: {one_write} B a write; {sizes[-1]} B after {WRITES} writes, "
@@ -121,8 +120,7 @@ async def test_writes_during_a_checkpoint_wait_for_it_then_are_made_on_the_loop(
 
     monkeypatch.setattr(store, "checkpoint", held_checkpoint)
     monkeypatch.setattr(store, "begin_run", recorded_begin_run)
-    runs = manager(store)
-    await runs._write(partial(store.begin_run, record("r0"), claim_session=True))
+    await store.write(partial(store.begin_run, record("r0"), claim_session=True))
     assert await asyncio.to_thread(under_way.wait, 10)  # the checkpoint after it is under way
     all_started = asyncio.Event()
     started = 0
@@ -132,14 +130,14 @@ async def test_writes_during_a_checkpoint_wait_for_it_then_are_made_on_the_loop(
         started += 1
         if started == 5:
             all_started.set()  # this task goes on to its first wait before the test resumes
-        await runs._write(partial(store.begin_run, record(run_id), claim_session=True))
+        await store.write(partial(store.begin_run, record(run_id), claim_session=True))
 
     writes = [asyncio.create_task(write(f"r{i}")) for i in range(1, 6)]
     await all_started.wait()  # every write has been asked for
     held_back = len(written_on_the_loop)
     release.set()
     await asyncio.wait_for(asyncio.gather(*writes), 10)
-    runs.close()
+    store.finish_writes()
     assert held_back == 1  # none was made while the checkpoint was under way
     # then each was made on the loop, none handed to the writer thread to queue behind it
     assert written_on_the_loop == [True] * 6

@@ -27,7 +27,7 @@ from tests.support import (
     wait_until,
 )
 
-from .conftest import EMPLOYEE, loop_service, stream_run
+from .helpers import EMPLOYEE, loop_service, stream_run
 
 SEED_REQUEST = "把我那張家庭旅遊的特休送出審核"
 RUN_SPAN = "invoke_agent leave-copilot"

@@ -14,7 +14,7 @@ import pytest
 
 from tests.support import ServiceProcess, free_port, mcp_server, model_simulator, wait_until
 
-from .conftest import EMPLOYEE, loop_service
+from .helpers import EMPLOYEE, loop_service
 
 SUBMIT = "把我那張家庭旅遊的特休送出審核"
 
@@ -150,7 +150,7 @@ def test_a_restart_mid_write_leaves_the_started_write_in_the_record(dependencies
     assert "outcome is unknown" in record["reason"]
     update = next(s for s in record["steps"] if s["name"] == "update_leave_status")
     assert update["arguments"] == {"leave_id": leave_id, "status": "submitted"}
-    assert update["error"] == "interrupted: outcome unknown"
+    assert update["error"] == "interrupted" and update["detail"] == "outcome unknown"
     assert next(s["name"] for s in record["steps"] if s["type"] == "tool") == "search_leaves"
 
 
@@ -173,6 +173,6 @@ def post_and_lose_the_answer(base: str, body: dict) -> None:
 
 
 def record_owner() -> str:
-    from loop.mcp_pool import token_key
+    from common.credentials import hash_token
 
-    return token_key("demo-token-employee")
+    return hash_token("demo-token-employee")

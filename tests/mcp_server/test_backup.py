@@ -22,7 +22,7 @@ from common.entrypoint import CommandError
 from loop.store import RunRecord, RunStore
 from tests.support import REPO_ROOT, mcp_server, run_to_exit
 
-from .conftest import find
+from .helpers import find
 from .test_http import session
 
 
@@ -120,7 +120,7 @@ def test_a_run_store_backed_up_while_runs_are_written_restores_whole(tmp_path, n
         while not stop.is_set():
             record = RunRecord(id=f"run_{number:06d}", user_key="k", session_id="s",
                                status="completed", input="查一下我的假單")  # fmt: skip
-            store.save_run(record)
+            store.begin_run(record, claim_session=False)
             written.append(record.id)
             number += 1
 

@@ -19,7 +19,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests.support import REPO_ROOT, ServiceProcess, free_port, run_to_exit, running
 
-from .conftest import Elicitations, error_code, find
+from .helpers import Elicitations, error_code, find
 from .invariants import assert_books_balance
 
 INIT = {

@@ -12,7 +12,7 @@ from mcp.types import ElicitResult
 
 from tests.support import ServiceProcess, free_port, seed_database
 
-from .conftest import find
+from .helpers import find
 from .test_http import session
 
 OLD = "old-confirmation-key-" + "0" * 24

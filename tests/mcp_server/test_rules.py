@@ -16,7 +16,7 @@ from mcp_server.leaves import LeaveService, _search_statement
 from mcp_server.storage import AuditEntry, Balance
 from mcp_server.tools import build_server
 
-from .conftest import Elicitations, connect_to, error_code, find
+from .helpers import Elicitations, connect_to, error_code, find
 
 TOOL_NAMES = {
     "search_leaves",

@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tests.loop.conftest import loop_service
+from tests.loop.helpers import loop_service
 from tests.support import (
     free_port,
     model_simulator,

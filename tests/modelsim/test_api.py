@@ -9,7 +9,7 @@ import httpx
 import openai
 import pytest
 
-from .conftest import LEAVE_TOOLS, SEED_REQUEST, SYSTEM
+from .helpers import LEAVE_TOOLS, SEED_REQUEST, SYSTEM
 
 MESSAGES = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": SEED_REQUEST}]
 

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from modelsim.gpu import BusyClock, SimulatedGpuCollector
 from modelsim.settings import SimSettings
 
-from .conftest import SEED_REQUEST
+from .helpers import SEED_REQUEST
 
 
 def test_busy_share_and_occupancy_follow_the_running_requests():

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from .conftest import SEED_REQUEST
+from .helpers import SEED_REQUEST
 
 # an SSE event carrying generated text (not the opening role-only delta); chunked framing
 # may split a line, which the reader reassembles

@@ -9,7 +9,7 @@ import pytest
 from common import tokens
 from modelsim import policy
 
-from .conftest import LEAVE_TOOLS, SEED_REQUEST, SYSTEM
+from .helpers import LEAVE_TOOLS, SEED_REQUEST, SYSTEM
 
 DRAFT = {
     "leave_id": "LV-1a2b3c",

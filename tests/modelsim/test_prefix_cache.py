@@ -14,7 +14,7 @@ from modelsim.prefix_cache import PrefixCache
 from modelsim.prompt import answer_tokens, prompt_tokens
 from tests.support import model_simulator
 
-from .conftest import LEAVE_TOOLS, SEED_REQUEST, SYSTEM
+from .helpers import LEAVE_TOOLS, SEED_REQUEST, SYSTEM
 from .test_vllm_fidelity import sample_value
 
 

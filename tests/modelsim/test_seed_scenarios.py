@@ -17,7 +17,7 @@ from mcp.types import ElicitResult
 from benchmarks.seed_loop import seed_loop
 from tests.support import mcp_server, model_simulator
 
-from .conftest import SEED_REQUEST
+from .helpers import SEED_REQUEST
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from common import sse
 from modelsim.metrics import prompt_sources
 
-from .conftest import LEAVE_TOOLS, SEED_REQUEST, SYSTEM
+from .helpers import LEAVE_TOOLS, SEED_REQUEST, SYSTEM
 
 CAPTURED = Path(__file__).resolve().parent.parent / "fixtures" / "vllm-0.32"
 BODY = {

@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from stack import compose, prometheus
-from tests.loop.conftest import loop_service
+from tests.loop.helpers import loop_service
 from tests.support import (
     free_port,
     mcp_server,
@@ -28,7 +28,7 @@ from tests.support import (
     wait_until,
 )
 
-from .conftest import tool
+from .helpers import tool
 
 EMPLOYEE = {"Authorization": "Bearer demo-token-employee"}
 

@@ -12,7 +12,7 @@ import yaml
 
 from tests.support import REPO_ROOT
 
-from .conftest import DASHBOARDS, MONITORING, metric_names, panel_queries, rules, tool
+from .helpers import DASHBOARDS, MONITORING, metric_names, panel_queries, rules, tool
 
 PROMETHEUS_DIR = MONITORING / "prometheus"
 FIXTURE_METRICS = REPO_ROOT / "tests" / "fixtures" / "vllm-0.32" / "metrics-after-requests.txt"

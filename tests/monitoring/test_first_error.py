@@ -9,10 +9,10 @@ from pathlib import Path
 import httpx
 
 from stack import prometheus
-from tests.loop.conftest import loop_service
+from tests.loop.helpers import loop_service
 from tests.support import free_port, mcp_server, model_simulator, running, wait_until
 
-from .conftest import tool
+from .helpers import tool
 
 EMPLOYEE = {"Authorization": "Bearer demo-token-employee"}
 

@@ -22,10 +22,10 @@ import pytest
 from stack import prometheus
 from stack.demo import run_scenarios
 from stack.processes import vllm_router
-from tests.loop.conftest import loop_service
+from tests.loop.helpers import loop_service
 from tests.support import free_port, mcp_server, model_simulator, running, wait_until
 
-from .conftest import metric_names, panel_queries, rules, tool, variable_queries
+from .helpers import metric_names, panel_queries, rules, tool, variable_queries
 
 # Grafana's variables, as it would substitute them on this stack
 VARIABLES = {

@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from common import sse
-from tests.loop.conftest import loop_service
+from tests.loop.helpers import loop_service
 from tests.support import ServiceProcess, free_port, mcp_server, model_simulator, wait_until
 
 pytestmark = pytest.mark.reliability

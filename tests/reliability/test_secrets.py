@@ -12,9 +12,10 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, inspect, text
 
-from mcp_server.identity import Identities, hash_token
+from common.credentials import hash_token
+from mcp_server.identity import Identities
 from mcp_server.storage import Database
-from tests.loop.conftest import loop_service, stream_run
+from tests.loop.helpers import loop_service, stream_run
 from tests.postgres import PostgresServer
 from tests.support import free_port, model_simulator, run_to_exit, running, seed_database
 

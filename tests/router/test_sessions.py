@@ -10,7 +10,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from stack.processes import vllm_router
-from tests.loop.conftest import loop_service
+from tests.loop.helpers import loop_service
 from tests.support import mcp_server, model_simulator
 
 EMPLOYEE = {"Authorization": "Bearer demo-token-employee"}

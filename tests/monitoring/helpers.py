@@ -1,3 +1,6 @@
+"""What the monitoring tests share: the rule files and dashboards, their queries and metric
+names, and the Prometheus tools they are checked with."""
+
 from __future__ import annotations
 
 import json

@@ -1,0 +1,140 @@
+"""What the loop's tests share: the demo tokens, `python -m loop` on a free port, running a
+run over HTTP and SSE, and the run manager with fakes."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from common import sse
+from loop.engine import LoopConfig
+from loop.metrics import LoopMetrics
+from loop.runs import RunManager
+from loop.store import RunRecord, RunStore
+from tests.fakes import AnsweringModel, FakePool
+from tests.support import free_port, running
+
+EMPLOYEE = {"Authorization": "Bearer demo-token-employee"}
+OTHER = {"Authorization": "Bearer demo-token-other"}
+MANAGER = {"Authorization": "Bearer demo-token-manager"}
+
+
+@dataclass
+class Stack:
+    loop: str
+    mcp: str
+    model: str
+    store_url: str
+    mcp_db_url: str
+    workdir: Path
+
+
+@contextmanager
+def loop_service(
+    workdir: Path, model_url: str, mcp_url: str, store_url: str | None = None, **env: str
+) -> Iterator[tuple[str, str]]:
+    """`python -m loop` on a free port (its store at `store_url`, else a new SQLite file);
+    yields (base URL, store URL)."""
+    port = free_port()
+    store_url = store_url or f"sqlite:///{workdir / f'loop-{port}.db'}"
+    settings = {
+        "LOOP_PORT": str(port),
+        "LOOP_MODEL_BASE_URL": model_url,
+        "LOOP_MCP_URL": mcp_url,
+        "LOOP_STORE_URL": store_url,
+        **{f"LOOP_{k.upper()}": v for k, v in env.items()},
+    }
+    base = f"http://127.0.0.1:{port}"
+    with running(["loop"], settings, workdir / f"loop-{port}.log", f"{base}/healthz"):
+        yield base, store_url
+
+
+def post_run(stack: Stack, body: dict[str, Any], headers=EMPLOYEE) -> httpx.Response:
+    return httpx.post(f"{stack.loop}/v1/runs", json=body, headers=headers, timeout=60)
+
+
+def stream_run(
+    base: str, body: dict[str, Any], headers=EMPLOYEE, answer: str | None = None
+) -> tuple[list[tuple[str, dict[str, Any]]], dict[str, Any]]:
+    """Run with SSE; answer each confirmation with `answer` (None = leave it unanswered)."""
+    events: list[tuple[str, dict[str, Any]]] = []
+    run_id = ""
+    with (
+        httpx.Client(base_url=base, headers=headers, timeout=60) as http,
+        http.stream("POST", "/v1/runs", json={**body, "stream": True}) as response,
+    ):
+        assert response.status_code == 200, response.read()
+        for event in sse.events(response.iter_lines()):
+            kind, data = event.event, event.json()
+            events.append((kind, data))
+            if kind == "run.started":
+                run_id = data["id"]
+            if kind == "confirmation.requested" and answer is not None:
+                reply = http.post(
+                    f"/v1/runs/{run_id}/confirmations/{data['confirmation_id']}",
+                    json={"action": answer},
+                )
+                assert reply.status_code == 200, reply.text
+    final = events[-1][1]
+    assert events[-1][0] == "run.finished"
+    return events, final
+
+
+def tool_steps(final: dict[str, Any]) -> list[tuple[str, Any]]:
+    return [(s["name"], s["arguments"]) for s in final["steps"] if s["type"] == "tool"]
+
+
+def leave_status(stack: Stack, leave_id: str) -> str:
+    from mcp_server.leaves import LeaveService
+    from mcp_server.storage import Database
+
+    database = Database(stack.mcp_db_url)
+    try:
+        return LeaveService(database).visible_leave("M001", leave_id).status
+    finally:
+        database.dispose()
+
+
+def manager(store: RunStore, model: Any = None, pool: Any = None) -> RunManager:
+    """A run manager on `store` with fake tools and a model that answers at once."""
+    model = model or AnsweringModel()
+    return RunManager(
+        pool=pool or FakePool(),
+        model=model,
+        streaming_model=model,
+        config=LoopConfig(),
+        store=store,
+        metrics=LoopMetrics(),
+        max_concurrent_runs=4,
+        session_max_messages=10,
+    )
+
+
+_run_numbers = itertools.count(1)
+
+
+def claim(store: RunStore, session_id: str, user_key: str) -> bool:
+    """Whether the user's run starting in the session gets it (begin_run claims it)."""
+    record = _run(session_id, user_key, "running")
+    return store.begin_run(record, claim_session=True) is not None
+
+
+def append(store: RunStore, session_id: str, user_key: str, messages: list[Any]) -> bool:
+    """Whether the user's run finishing in the session adds `messages` to its history."""
+    return store.finish_run(_run(session_id, user_key, "completed"), messages, limit=100)
+
+
+def _run(session_id: str, user_key: str, status: str) -> RunRecord:
+    return RunRecord(
+        id=f"run-{next(_run_numbers)}",
+        user_key=user_key,
+        session_id=session_id,
+        status=status,
+        input="hi",
+    )
