@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from .settings import DEFAULT_LOOP_URL, DEFAULT_MCP_URL, DEFAULT_MODEL_URL, LoadSettings
 
 PROBE_SECONDS = 3.0
+PROBE_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
@@ -66,16 +67,25 @@ def needed(targets: list[Target], user_classes: str) -> list[Target]:
     return [t for t in targets if t.setting in wanted]
 
 
-def unanswered(target: Target, timeout: float = PROBE_SECONDS) -> str | None:
+def unanswered(
+    target: Target, timeout: float = PROBE_SECONDS, attempts: int = PROBE_ATTEMPTS
+) -> str | None:
     """Why nothing answers at the target (refused, timed out, no such host), else None: any
-    HTTP answer, even 401 or 404, means a server is there."""
-    try:
-        with urllib.request.urlopen(target.probe, timeout=timeout):
+    HTTP answer, even 401 or 404, means a server is there. A refusal or an unknown host is
+    final at once; a timeout is asked again (a busy stack answers late, a missing one never)."""
+    why = ""
+    for _ in range(attempts):
+        try:
+            with urllib.request.urlopen(target.probe, timeout=timeout):
+                return None
+        except urllib.error.HTTPError:
             return None
-    except urllib.error.HTTPError:
-        return None
-    except (urllib.error.URLError, OSError, ValueError) as error:
-        return str(getattr(error, "reason", error))
+        except (urllib.error.URLError, OSError, ValueError) as error:
+            reason = getattr(error, "reason", error)
+            why = str(reason)
+            if not isinstance(reason, TimeoutError):
+                return why
+    return why
 
 
 def refusal(target: Target, why: str) -> str:

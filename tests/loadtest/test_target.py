@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -15,7 +16,7 @@ from loadtest import target
 from loadtest.__main__ import main
 from loadtest.settings import LoadSettings
 from stack.localstack import URLS_FILE, LocalStack
-from tests.support import free_port
+from tests.support import free_port, wait_until
 
 
 @pytest.fixture(autouse=True)
@@ -34,6 +35,11 @@ def local_stack(tmp_path):
     stand_in = [sys.executable, "-c", "import time; time.sleep(60)"]
     processes = [subprocess.Popen(stand_in) for _ in range(2)]
     try:
+        # a pid is the stand-in's only once it has exec'd (before, it is still a fork of pytest)
+        for process in processes:
+            cmdline = Path(f"/proc/{process.pid}/cmdline")
+            wait_until(lambda c=cmdline: b"time.sleep" in c.read_bytes(), timeout=10,
+                       what="the stand-in process")  # fmt: skip
         for name, process in zip(("loop", "vllm-router"), processes, strict=True):
             (run_dir / "pids" / f"{name}.pid").write_text(f"{process.pid}\n{' '.join(stand_in)}\n")
         (run_dir / "pids" / "mcp-server.pid").write_text("999999999\nnot running\n")
@@ -87,3 +93,36 @@ def test_only_the_places_the_chosen_users_need_are_asked(tmp_path, capsys):
     assert main([*argv, "--results-dir", str(tmp_path)]) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(f"load: nothing answers at {model}/models (the model server, from ")
+
+
+def test_a_target_that_answers_late_is_asked_again_and_one_that_refuses_is_not():
+    """Under load the router's /v1/models answered after the probe's 3 s, and the container
+    tier's load run ended as if nothing were there."""
+    import socket
+    import threading
+
+    answered = threading.Event()
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def serve() -> None:
+        first, _ = listener.accept()  # left unanswered: the first probe times out
+        second, _ = listener.accept()
+        second.recv(1024)
+        second.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
+        second.close()
+        first.close()
+        answered.set()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    late = target.Target("the model server", "model_url", "u", "o", f"http://127.0.0.1:{port}/v1")
+    try:
+        assert target.unanswered(late, timeout=0.5) is None
+        assert answered.wait(5)
+    finally:
+        listener.close()
+    gone = target.Target(
+        "the model server", "model_url", "u", "o", f"http://127.0.0.1:{free_port()}/"
+    )
+    assert "refused" in (target.unanswered(gone, timeout=0.5) or "")
