@@ -421,10 +421,12 @@ def test_locust_against_the_real_server_agrees_with_its_own_metrics(vllm_url, tm
             timeout=60,
             what="the vLLM recording rules",
         )
-        missing = [
+        missing = [  # the panels on vLLM's own series: the loop's are not scraped here
             f"{uid} / {title}: {expression}"
             for uid, title, expression in panel_queries()
-            if uid == "leave-copilot-serving" and not live.query(expression)
+            if uid == "leave-copilot-serving"
+            and "vllm" in expression
+            and not live.query(expression)
         ]
         missing += [  # the engine's rules; the router's need the router, not scraped here
             rule["record"]
