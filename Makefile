@@ -202,19 +202,19 @@ load-compose: $(LAYOUT) ## Locust master + LOAD_WORKERS workers in containers ag
 test-compose: $(SYNCED) ## tier: build the image and run the compose stack in real containers (podman; root)
 	$(PY) -m pytest -m containers tests/containers -p no:cacheprovider -s
 
-.PHONY: test-k8s
-test-k8s: $(SYNCED) ## tier: the sim overlay's pods from the rendered manifests under podman kube play, seed scenarios through them (root; about 2 minutes)
+.PHONY: test-kubernetes
+test-kubernetes: $(SYNCED) ## tier: the sim overlay's pods from the rendered manifests under podman kube play, seed scenarios through them (root; about 2 minutes)
 	$(PY) -m pytest -m k8s_pods tests/k8s -p no:cacheprovider -s
 
 # Each overlay rendered into var/k8s/ (for `kubectl apply -f` or a look), then checked.
-.PHONY: k8s-render
-k8s-render: $(SYNCED) ## render every Kubernetes overlay into var/k8s/<overlay>.yaml and check them (object counts, problems)
+.PHONY: kubernetes-render
+kubernetes-render: $(SYNCED) ## render every Kubernetes overlay into var/k8s/<overlay>.yaml and check them (object counts, problems)
 	@mkdir -p var/k8s
 	@for overlay in sim gpu prod; do kubectl kustomize deploy/k8s/overlays/$$overlay > var/k8s/$$overlay.yaml || exit 1; done
 	$(PY) -m stack.k8s
 
-.PHONY: k8s-generate
-k8s-generate: $(SYNCED) ## rewrite deploy/k8s's generated manifests from monitoring/ and deploy/postgres/initdb
+.PHONY: kubernetes-generate
+kubernetes-generate: $(SYNCED) ## rewrite deploy/k8s's generated manifests from monitoring/ and deploy/postgres/initdb
 	$(PY) -m stack.k8s_generated
 
 .PHONY: test-reliability

@@ -199,7 +199,7 @@ def test_the_generated_manifests_are_what_their_files_give():
         for path, text in k8s_generated.generated().items()
         if not path.exists() or path.read_text(encoding="utf-8") != text
     ]
-    assert stale == [], "run `make k8s-generate`"
+    assert stale == [], "run `make kubernetes-generate`"
 
 
 def test_the_rules_in_the_cluster_are_the_rules_of_compose(rendered):

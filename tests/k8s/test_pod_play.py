@@ -1,7 +1,7 @@
 """The sim overlay's workloads in real containers, from the rendered YAML (`podman kube play`;
 what it plays and what stands in: tests/k8s/podplay.py), then the seed scenarios through them.
 
-Marker k8s_pods (make test-k8s): rootful podman, the bundle's image built from
+Marker k8s_pods (make test-kubernetes): rootful podman, the bundle's image built from
 docker/Dockerfile, a PostgreSQL stand-in image (Debian's PostgreSQL; cached between runs).
 """
 

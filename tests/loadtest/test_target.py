@@ -32,13 +32,14 @@ def local_stack(tmp_path):
     process gone."""
     run_dir = tmp_path / ".run"
     (run_dir / "pids").mkdir(parents=True)
-    stand_in = [sys.executable, "-c", "import time; time.sleep(60)"]
-    processes = [subprocess.Popen(stand_in) for _ in range(2)]
+    # a process that lives until its standard input closes (the fixture kills it first)
+    stand_in = [sys.executable, "-c", "import sys; sys.stdin.read()"]
+    processes = [subprocess.Popen(stand_in, stdin=subprocess.PIPE) for _ in range(2)]
     try:
         # a pid is the stand-in's only once it has exec'd (before, it is still a fork of pytest)
         for process in processes:
             cmdline = Path(f"/proc/{process.pid}/cmdline")
-            wait_until(lambda c=cmdline: b"time.sleep" in c.read_bytes(), timeout=10,
+            wait_until(lambda c=cmdline: b"stdin.read" in c.read_bytes(), timeout=10,
                        what="the stand-in process")  # fmt: skip
         for name, process in zip(("loop", "vllm-router"), processes, strict=True):
             (run_dir / "pids" / f"{name}.pid").write_text(f"{process.pid}\n{' '.join(stand_in)}\n")
@@ -54,6 +55,8 @@ def local_stack(tmp_path):
         for process in processes:
             process.kill()
             process.wait()
+            if process.stdin:
+                process.stdin.close()
 
 
 def test_the_urls_of_the_running_local_stack_are_used_unless_one_is_given(local_stack):
