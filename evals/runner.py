@@ -22,7 +22,7 @@ import httpx
 from common import sse
 from mcp_server.seed import seed
 from mcp_server.storage import AuditEntry, Database, Leave
-from stack.processes import free_port, mcp_server, running
+from stack.processes import loop_service, mcp_server
 
 from .scenarios import INJECTED, EndState, Scenario, Turn, reached, untrue_claims
 
@@ -67,18 +67,13 @@ class ScratchStack:
             mcp = stack.enter_context(
                 mcp_server(self.workdir, self.db_url, seed=False, MCP_ENV="development")
             )
-            port = free_port()
-            settings = {
-                "LOOP_PORT": str(port),
-                "LOOP_MODEL_BASE_URL": self.model_url,
-                "LOOP_MCP_URL": f"{mcp}/mcp",
-                "LOOP_STORE_URL": f"sqlite:///{self.workdir / 'loop.db'}",
-                "LOOP_CONFIRMATION_TIMEOUT_SECONDS": "30",
-                **({"LOOP_MODEL_NAME": self.model_name} if self.model_name else {}),
-            }
-            self.loop = f"http://127.0.0.1:{port}"
-            log = self.workdir / "loop.log"
-            stack.enter_context(running(["loop"], settings, log, f"{self.loop}/healthz"))
+            settings = {"confirmation_timeout_seconds": "30"}
+            if self.model_name:
+                settings["model_name"] = self.model_name
+            self.loop, _ = stack.enter_context(
+                loop_service(self.workdir, self.model_url, f"{mcp}/mcp",
+                             f"sqlite:///{self.workdir / 'loop.db'}", **settings)
+            )  # fmt: skip
             yield self
         self.database.dispose()
 

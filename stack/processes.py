@@ -136,6 +136,26 @@ def mcp_server(
 
 
 @contextmanager
+def loop_service(
+    workdir: Path, model_url: str, mcp_url: str, store_url: str | None = None, **env: str
+) -> Iterator[tuple[str, str]]:
+    """`python -m loop` on a free port (its store at `store_url`, else a new SQLite file);
+    yields (base URL, store URL)."""
+    port = free_port()
+    store_url = store_url or f"sqlite:///{workdir / f'loop-{port}.db'}"
+    settings = {
+        "LOOP_PORT": str(port),
+        "LOOP_MODEL_BASE_URL": model_url,
+        "LOOP_MCP_URL": mcp_url,
+        "LOOP_STORE_URL": store_url,
+        **{f"LOOP_{k.upper()}": v for k, v in env.items()},
+    }
+    base = f"http://127.0.0.1:{port}"
+    with running(["loop"], settings, workdir / f"loop-{port}.log", f"{base}/healthz"):
+        yield base, store_url
+
+
+@contextmanager
 def model_simulator(workdir: Path, **env: str) -> Iterator[str]:
     """`python -m modelsim` on a free port (SIM_* from keyword arguments); yields its base URL."""
     port = free_port()

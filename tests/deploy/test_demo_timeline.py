@@ -6,8 +6,7 @@ from __future__ import annotations
 import re
 
 from stack.demo import run_scenarios
-from tests.loop.helpers import loop_service
-from tests.support import mcp_server, model_simulator
+from tests.support import loop_service, mcp_server, model_simulator
 
 
 def blocks(out: str) -> dict[int, list[str]]:

@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from loadtest.cost.inputs import CAPACITY_FIELDS
-from tests.loop.helpers import loop_service
-from tests.support import REPO_ROOT, mcp_server, model_simulator
+from tests.support import REPO_ROOT, loop_service, mcp_server, model_simulator
 
 LOAD_SECONDS = 8
 

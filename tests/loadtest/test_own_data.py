@@ -19,8 +19,7 @@ import pytest
 from loadtest import scenarios
 from loadtest.mcp import McpClient
 from stack.demo import SCENARIOS, run_scenarios
-from tests.loop.helpers import loop_service
-from tests.support import REPO_ROOT, mcp_server, model_simulator
+from tests.support import REPO_ROOT, loop_service, mcp_server, model_simulator
 
 WRITES = {
     # scenario → (turns per run, the write tool each run calls, confirmations per run)

@@ -4,9 +4,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support import mcp_server, model_simulator
+from tests.support import loop_service, mcp_server, model_simulator
 
-from .helpers import Stack, loop_service
+from .helpers import Stack
 
 
 @pytest.fixture(scope="module")

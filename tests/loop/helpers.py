@@ -4,8 +4,6 @@ run over HTTP and SSE, and the run manager with fakes."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,8 +15,8 @@ from loop.engine import LoopConfig
 from loop.metrics import LoopMetrics
 from loop.runs import RunManager
 from loop.store import RunRecord, RunStore
+from stack.processes import loop_service as loop_service  # where the tests import it from
 from tests.fakes import AnsweringModel, FakePool
-from tests.support import free_port, running
 
 EMPLOYEE = {"Authorization": "Bearer demo-token-employee"}
 OTHER = {"Authorization": "Bearer demo-token-other"}
@@ -33,26 +31,6 @@ class Stack:
     store_url: str
     mcp_db_url: str
     workdir: Path
-
-
-@contextmanager
-def loop_service(
-    workdir: Path, model_url: str, mcp_url: str, store_url: str | None = None, **env: str
-) -> Iterator[tuple[str, str]]:
-    """`python -m loop` on a free port (its store at `store_url`, else a new SQLite file);
-    yields (base URL, store URL)."""
-    port = free_port()
-    store_url = store_url or f"sqlite:///{workdir / f'loop-{port}.db'}"
-    settings = {
-        "LOOP_PORT": str(port),
-        "LOOP_MODEL_BASE_URL": model_url,
-        "LOOP_MCP_URL": mcp_url,
-        "LOOP_STORE_URL": store_url,
-        **{f"LOOP_{k.upper()}": v for k, v in env.items()},
-    }
-    base = f"http://127.0.0.1:{port}"
-    with running(["loop"], settings, workdir / f"loop-{port}.log", f"{base}/healthz"):
-        yield base, store_url
 
 
 def post_run(stack: Stack, body: dict[str, Any], headers=EMPLOYEE) -> httpx.Response:

@@ -10,9 +10,9 @@ from typing import NamedTuple
 import httpx
 import pytest
 
-from tests.support import mcp_server, model_simulator, run_to_exit, wait_until
+from tests.support import loop_service, mcp_server, model_simulator, run_to_exit, wait_until
 
-from .helpers import EMPLOYEE, loop_service
+from .helpers import EMPLOYEE
 
 FAILURE_LIMIT = 4
 

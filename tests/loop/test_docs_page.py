@@ -10,9 +10,7 @@ import httpx
 import pytest
 
 from tests.browser import rendered_dom
-from tests.support import free_port
-
-from .helpers import loop_service
+from tests.support import free_port, loop_service
 
 OPERATIONS = [
     ("post", "/v1/runs"),

@@ -16,9 +16,9 @@ import pytest
 from common import sse
 from loop.app import create_app
 from loop.settings import LoopSettings
-from tests.support import free_port, mcp_server, model_simulator, serving_in_thread
+from tests.support import free_port, loop_service, mcp_server, model_simulator, serving_in_thread
 
-from .helpers import EMPLOYEE, Stack, leave_status, loop_service, post_run, stream_run
+from .helpers import EMPLOYEE, Stack, leave_status, post_run, stream_run
 
 FACADE = "/v1/chat/completions"
 QUESTION = "我的假期餘額還有多少？"

@@ -8,9 +8,16 @@ import sys
 
 import httpx
 
-from tests.support import REPO_ROOT, ServiceProcess, free_port, model_simulator, seed_database
+from tests.support import (
+    REPO_ROOT,
+    ServiceProcess,
+    free_port,
+    loop_service,
+    model_simulator,
+    seed_database,
+)
 
-from .helpers import EMPLOYEE, loop_service, tool_steps
+from .helpers import EMPLOYEE, tool_steps
 
 
 def run(loop: str, body: dict) -> dict:

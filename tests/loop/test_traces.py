@@ -21,13 +21,14 @@ from tests.otlp_receiver import OtlpReceiver, ReceivedSpan, otlp_receiver
 from tests.support import (
     ServiceProcess,
     free_port,
+    loop_service,
     mcp_server,
     model_simulator,
     port_in_use,
     wait_until,
 )
 
-from .helpers import EMPLOYEE, loop_service, stream_run
+from .helpers import EMPLOYEE, stream_run
 
 SEED_REQUEST = "把我那張家庭旅遊的特休送出審核"
 RUN_SPAN = "invoke_agent leave-copilot"

@@ -12,9 +12,16 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support import ServiceProcess, free_port, mcp_server, model_simulator, wait_until
+from tests.support import (
+    ServiceProcess,
+    free_port,
+    loop_service,
+    mcp_server,
+    model_simulator,
+    wait_until,
+)
 
-from .helpers import EMPLOYEE, loop_service
+from .helpers import EMPLOYEE
 
 SUBMIT = "把我那張家庭旅遊的特休送出審核"
 

@@ -22,9 +22,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tests.loop.helpers import loop_service
 from tests.support import (
     free_port,
+    loop_service,
     model_simulator,
     running,
     seed_database,

@@ -18,9 +18,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from stack import compose, prometheus
-from tests.loop.helpers import loop_service
 from tests.support import (
     free_port,
+    loop_service,
     mcp_server,
     model_simulator,
     running,

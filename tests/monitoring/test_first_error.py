@@ -9,8 +9,7 @@ from pathlib import Path
 import httpx
 
 from stack import prometheus
-from tests.loop.helpers import loop_service
-from tests.support import free_port, mcp_server, model_simulator, running, wait_until
+from tests.support import free_port, loop_service, mcp_server, model_simulator, running, wait_until
 
 from .helpers import tool
 

@@ -22,8 +22,7 @@ import pytest
 from stack import prometheus
 from stack.demo import run_scenarios
 from stack.processes import vllm_router
-from tests.loop.helpers import loop_service
-from tests.support import free_port, mcp_server, model_simulator, running, wait_until
+from tests.support import free_port, loop_service, mcp_server, model_simulator, running, wait_until
 
 from .helpers import metric_names, panel_queries, rules, tool, variable_queries
 

@@ -13,8 +13,14 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from common import sse
-from tests.loop.helpers import loop_service
-from tests.support import ServiceProcess, free_port, mcp_server, model_simulator, wait_until
+from tests.support import (
+    ServiceProcess,
+    free_port,
+    loop_service,
+    mcp_server,
+    model_simulator,
+    wait_until,
+)
 
 pytestmark = pytest.mark.reliability
 EMPLOYEE = {"Authorization": "Bearer demo-token-employee"}

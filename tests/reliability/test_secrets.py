@@ -15,9 +15,16 @@ from sqlalchemy import create_engine, inspect, text
 from common.credentials import hash_token
 from mcp_server.identity import Identities
 from mcp_server.storage import Database
-from tests.loop.helpers import loop_service, stream_run
+from tests.loop.helpers import stream_run
 from tests.postgres import PostgresServer
-from tests.support import free_port, model_simulator, run_to_exit, running, seed_database
+from tests.support import (
+    free_port,
+    loop_service,
+    model_simulator,
+    run_to_exit,
+    running,
+    seed_database,
+)
 
 pytestmark = pytest.mark.reliability
 

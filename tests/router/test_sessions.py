@@ -10,8 +10,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from stack.processes import vllm_router
-from tests.loop.helpers import loop_service
-from tests.support import mcp_server, model_simulator
+from tests.support import loop_service, mcp_server, model_simulator
 
 EMPLOYEE = {"Authorization": "Bearer demo-token-employee"}
 SESSIONS = [f"ses-affinity-{n}" for n in range(8)]  # fixed: the hash, and so the spread, is too

@@ -30,11 +30,12 @@ from mcp_server.leaves import LeaveService
 from mcp_server.storage import Database
 from stack import compose, realvllm
 from stack.processes import vllm_router
-from tests.loop.helpers import EMPLOYEE, loop_service, stream_run
+from tests.loop.helpers import EMPLOYEE, stream_run
 from tests.modelsim.test_vllm_fidelity import FAMILIES, shape
 from tests.support import (
     ServiceProcess,
     free_port,
+    loop_service,
     mcp_server,
     model_simulator,
     running,
