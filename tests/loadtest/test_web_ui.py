@@ -50,7 +50,11 @@ def test_web_ui_shows_the_run_and_ctrl_c_writes_the_summary(tmp_path):
             page = httpx.get(ui, timeout=5)
             assert page.status_code == 200 and "Locust" in page.text
             os.killpg(load.pid, signal.SIGINT)  # Ctrl-C, to both the wrapper and Locust
-            output, _ = load.communicate(timeout=60)
+            try:
+                output, _ = load.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(load.pid, signal.SIGKILL)
+                pytest.fail(f"Ctrl-C did not end the run:\n{load.communicate()[0][-3000:]}")
         finally:
             if load.poll() is None:
                 os.killpg(load.pid, signal.SIGKILL)
