@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -49,11 +50,14 @@ def main(argv: list[str] | None = None) -> int:
 
     settings, targets = target.resolve(settings, LocalStack().urls())
     for place in target.needed(targets, settings.user_classes):
+        asked = time.monotonic()
         why = target.unanswered(place)
         if why is not None:
             print(target.refusal(place, why), file=sys.stderr)
             return 2
-        print(f"load: {place.what} at {place.url} ({place.origin})", flush=True)
+        waited = time.monotonic() - asked
+        late = f", answered only after {waited:.0f} s" if waited > target.PROBE_SECONDS else ""
+        print(f"load: {place.what} at {place.url} ({place.origin}{late})", flush=True)
     served_by = backend.identify(settings.model_url)
     classes = settings.user_class_names()
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")

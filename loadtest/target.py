@@ -5,6 +5,7 @@ seconds before a run is spent on refused connections."""
 
 from __future__ import annotations
 
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -12,7 +13,9 @@ from dataclasses import dataclass
 from .settings import DEFAULT_LOOP_URL, DEFAULT_MCP_URL, DEFAULT_MODEL_URL, LoadSettings
 
 PROBE_SECONDS = 3.0
-PROBE_ATTEMPTS = 3
+# A target that times out is asked again for this long: a router whose first worker is slow
+# after a restart has been seen to let 9 s of probes go unanswered and then serve normally.
+PROBE_BUDGET_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -68,13 +71,14 @@ def needed(targets: list[Target], user_classes: str) -> list[Target]:
 
 
 def unanswered(
-    target: Target, timeout: float = PROBE_SECONDS, attempts: int = PROBE_ATTEMPTS
+    target: Target, timeout: float = PROBE_SECONDS, budget: float = PROBE_BUDGET_SECONDS
 ) -> str | None:
     """Why nothing answers at the target (refused, timed out, no such host), else None: any
     HTTP answer, even 401 or 404, means a server is there. A refusal or an unknown host is
-    final at once; a timeout is asked again (a busy stack answers late, a missing one never)."""
-    why = ""
-    for _ in range(attempts):
+    final at once; a timeout is asked again until `budget` seconds have gone (a busy stack
+    answers late, a missing one never)."""
+    deadline = time.monotonic() + budget
+    while True:
         try:
             with urllib.request.urlopen(target.probe, timeout=timeout):
                 return None
@@ -82,10 +86,8 @@ def unanswered(
             return None
         except (urllib.error.URLError, OSError, ValueError) as error:
             reason = getattr(error, "reason", error)
-            why = str(reason)
-            if not isinstance(reason, TimeoutError):
-                return why
-    return why
+            if not isinstance(reason, TimeoutError) or time.monotonic() + timeout > deadline:
+                return str(reason)
 
 
 def refusal(target: Target, why: str) -> str:

@@ -129,3 +129,32 @@ def test_a_target_that_answers_late_is_asked_again_and_one_that_refuses_is_not()
         "the model server", "model_url", "u", "o", f"http://127.0.0.1:{free_port()}/"
     )
     assert "refused" in (target.unanswered(gone, timeout=0.5) or "")
+
+
+def test_a_target_that_never_answers_is_asked_until_the_budget_is_spent_then_named_timed_out():
+    """After a replica restart the container tier's router let three 3-s probes go unanswered
+    and then served normally: timeouts are asked again for a budget of seconds, not 3 tries."""
+    import socket
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    accepted: list[socket.socket] = []
+
+    def accept_and_say_nothing() -> None:
+        while True:
+            try:
+                accepted.append(listener.accept()[0])
+            except OSError:
+                return  # the listener was closed
+
+    threading.Thread(target=accept_and_say_nothing, daemon=True).start()
+    silent = target.Target("the model server", "model_url", "u", "o", f"http://127.0.0.1:{port}/")
+    try:
+        why = target.unanswered(silent, timeout=0.2, budget=1.5)
+    finally:
+        listener.close()
+        for connection in accepted:
+            connection.close()
+    assert why is not None and "timed out" in why
+    assert len(accepted) >= 5, f"asked {len(accepted)} times in a 1.5 s budget of 0.2 s tries"
