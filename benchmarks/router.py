@@ -9,9 +9,9 @@
 - capacity: the agent workload (`python -m loadtest`'s agent users, through the real loop and
   MCP server) in rising steps until one misses the SLO, through the router to one simulator
   replica and then to two, with the sessions hashed (consistent_hash) and round robin; each
-  replica is a small GPU (CAPACITY_PROFILE: two sequences at a time), so the knee is reached
-  with a few users and not by this machine's two cores. With a few users, hashing sessions
-  onto two replicas is seldom an even split: round robin shows what perfect balance gives.
+  replica is a small GPU (CAPACITY_PROFILE: four sequences at a time), so the knee is the
+  replicas' and not this machine's two cores. Hashing a score of sessions onto two replicas is
+  seldom an exactly even split: round robin shows what perfect balance gives.
 
 Every process is the real one on a free port: simulators (`python -m modelsim`), the router
 (the pinned vllm-router binary), and for the agent workload the MCP server and the loop.
@@ -103,9 +103,11 @@ def overhead(workdir: Path, rounds: int, requests: int) -> list[str]:
     return lines
 
 
-# A replica that serves two sequences at a time, 25 ms a token: a small GPU whose knee a few
-# agent users reach (an agent run is three model calls of some 20 tokens each).
-CAPACITY_PROFILE = {"max_num_seqs": "2", "itl_ms": "25", "prefill_per_token_ms": "0.05",
+# A replica that serves four sequences at a time, 25 ms a token: a small GPU whose knee about
+# ten agent users reach (an agent run is three model calls of some 20 tokens each). With two
+# at a time the knee was 5 users, and one user more or less, and one session hashed unevenly,
+# moved the ratio by a third.
+CAPACITY_PROFILE = {"max_num_seqs": "4", "itl_ms": "25", "prefill_per_token_ms": "0.05",
                     "prefill_overhead_ms": "10", "slowdown_per_running": "0"}  # fmt: skip
 
 
@@ -273,7 +275,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--requests", type=int, default=200, help="per round and path")
     parser.add_argument("--sessions", type=int, default=24, help="affinity: sessions per policy")
-    parser.add_argument("--steps", type=int, default=14, help="capacity: steps of 1 more user")
+    parser.add_argument("--steps", type=int, default=24, help="capacity: steps of 1 more user")
     parser.add_argument("--step-seconds", type=float, default=8.0)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
