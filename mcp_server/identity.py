@@ -15,9 +15,10 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import bindparam, delete, func, select, update
 
 from common.credentials import hash_token
+from common.dbapi import CompiledStatement
 from common.sqlite import utcnow
 
 from .storage import ApiToken, Database, Employee, new_token_id
@@ -81,29 +82,55 @@ class Identities:
         self._recorder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="token-use")
         self._recording: set[str] = set()
         self._recording_lock = threading.Lock()
+        lookup = (
+            select(
+                ApiToken.token_sha256,
+                ApiToken.employee_id,
+                ApiToken.public_id,
+                ApiToken.is_demo,
+                ApiToken.expires_at,
+                ApiToken.revoked_at,
+                ApiToken.last_used_at,
+                Employee.id,
+                Employee.active,
+            )
+            .outerjoin(Employee, Employee.id == ApiToken.employee_id)
+            .where(ApiToken.token_sha256 == bindparam("token"))
+        )
+        self._token_lookup = CompiledStatement(lookup, db.engine.dialect)
 
     def employee_for_token(self, token: str) -> str:
         """The employee a token lets in; TokenRefused, with the reason, otherwise."""
         now = utcnow()
-        with self.db.read() as s:
-            row = s.get(ApiToken, hash_token(token))
-            if row is None:
-                raise TokenRefused("unknown token")
-            name = row.public_id or "a token"
-            if row.is_demo and self.production:
-                raise TokenRefused(f"{name} is a demo token, refused in production")
-            if row.revoked_at is not None:
-                raise TokenRefused(f"{name} was revoked")
-            if row.expires_at is not None and row.expires_at <= now:
-                raise TokenRefused(f"{name} expired at {row.expires_at.isoformat()}")
-            employee = s.get(Employee, row.employee_id)
-            if employee is None or not employee.is_active:
-                raise TokenRefused(f"{name}'s employee {row.employee_id} no longer works here")
-            stale = row.last_used_at is None or row.last_used_at < now - TOUCH_EVERY
-            employee_id = row.employee_id
-        if stale:
-            self._record_use(row.token_sha256, now)
-        return employee_id
+        # Every MCP request asks this: one statement on the driver's cursor, not two ORM reads
+        # (which cost more CPU than the search a call then makes).
+        with self.db.cursor() as cursor:
+            row = self._token_lookup.first(cursor, {"token": hash_token(token)})
+        if row is None:
+            raise TokenRefused("unknown token")
+        (
+            token_sha256,
+            employee_id,
+            public_id,
+            is_demo,
+            expires_at,
+            revoked_at,
+            last_used_at,
+            found_employee,
+            active,
+        ) = row
+        name = public_id or "a token"
+        if is_demo and self.production:
+            raise TokenRefused(f"{name} is a demo token, refused in production")
+        if revoked_at is not None:
+            raise TokenRefused(f"{name} was revoked")
+        if expires_at is not None and expires_at <= now:
+            raise TokenRefused(f"{name} expired at {expires_at.isoformat()}")
+        if found_employee is None or active is False:  # None: a row older versions wrote
+            raise TokenRefused(f"{name}'s employee {employee_id} no longer works here")
+        if last_used_at is None or last_used_at < now - TOUCH_EVERY:
+            self._record_use(token_sha256, now)
+        return str(employee_id)
 
     def _record_use(self, token_sha256: str, now: dt.datetime) -> None:
         with self._recording_lock:
