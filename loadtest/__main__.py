@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -96,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     # Ctrl-C reaches Locust too (one process group): it stops and writes its reports, then
     # the summary is written from what it logged. Ignored only after the start: an ignored
     # SIGINT would be inherited, and Locust would not stop on it.
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous = signal.signal(signal.SIGINT, lambda *_: _nudge(locust))
     try:
         status = locust.wait()
     finally:
@@ -107,6 +108,23 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(_headline(summary), indent=1, ensure_ascii=False))
     print(f"summary: {run_dir / 'summary.json'}")
     return status
+
+
+# A Ctrl-C that reaches Locust while its interpreter is busy elsewhere has been seen to go
+# unheard (the run kept going, nothing logged); it is said again, then SIGTERM as a last resort.
+NUDGE_SECONDS = (10.0, 20.0)
+
+
+def _nudge(locust: subprocess.Popen[bytes]) -> None:
+    def later() -> None:
+        for wait, sent in zip(NUDGE_SECONDS, (signal.SIGINT, signal.SIGTERM), strict=True):
+            try:
+                locust.wait(wait)
+                return
+            except subprocess.TimeoutExpired:
+                locust.send_signal(sent)
+
+    threading.Thread(target=later, daemon=True).start()
 
 
 def _load(settings: LoadSettings) -> dict[str, Any]:
