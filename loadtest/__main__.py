@@ -95,8 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     locust = subprocess.Popen(command, env=env)
     # Ctrl-C reaches Locust too (one process group): it stops and writes its reports, then
-    # the summary is written from what it logged. Ignored only after the start: an ignored
-    # SIGINT would be inherited, and Locust would not stop on it.
+    # the summary is written from what it logged. Here it only starts the nudge; set after the
+    # start, so Locust keeps its own SIGINT handling.
     previous = signal.signal(signal.SIGINT, lambda *_: _nudge(locust))
     try:
         status = locust.wait()

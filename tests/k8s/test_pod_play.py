@@ -244,7 +244,7 @@ def test_both_routers_send_a_session_to_the_same_replica(play):
 
 
 def test_a_loop_replica_stopped_mid_run_records_how_the_run_ended(play):
-    """SIGTERM to a loop pod's container, with the manifest's grace period, while its run waits
+    """SIGTERM to a loop pod's container, with a grace period of its own, while its run waits
     on a person's confirmation that never comes: the run ends when the confirmation times out,
     the container exits before it is killed, and the other replica reads the run as finished.
     Last here: it stops loop-pod-1.
@@ -255,7 +255,7 @@ def test_a_loop_replica_stopped_mid_run_records_how_the_run_ended(play):
     0.2 s after SIGTERM), so a drain that needs the MCP server or the store cannot be shown
     through it."""
     headers = {"Authorization": "Bearer demo-token-other"}  # E002's approved leave
-    # The run should end at its confirmation timeout and the pod exit soon after; the stop
+    # The run should end at its confirmation timeout and the container exit soon after; the stop
     # allows that plus the loop's 10 s and a margin, not the manifest's whole 150 s.
     grace = int(PLAYED_SETTINGS["LOOP_CONFIRMATION_TIMEOUT_SECONDS"]) + 10 + 15
     events: list[tuple[str, dict]] = []
