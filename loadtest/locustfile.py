@@ -346,3 +346,16 @@ def _take_the_masters(environment: Any, **_kwargs: Any) -> None:
 def _close_raw_log(environment: Any, **_kwargs: Any) -> None:
     if _raw is not None:
         _raw.close()
+
+
+@events.quitting.add_listener
+def _keep_the_html_report(environment: Any, **_kwargs: Any) -> None:
+    """Locust writes its HTML report on Ctrl-C and at a run's end, not on SIGTERM: the wrapper's
+    last resort for a Ctrl-C Locust did not hear. Write it here when Locust has not."""
+    options = getattr(environment, "parsed_options", None)
+    html_file = getattr(options, "html_file", None)
+    if not html_file or Path(html_file).exists() or environment.runner is None:
+        return
+    from locust.html import get_html_report
+
+    Path(html_file).write_text(get_html_report(environment, show_download_link=False), "utf-8")

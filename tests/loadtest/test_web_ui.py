@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import httpx
 import pytest
@@ -65,3 +66,35 @@ def test_web_ui_shows_the_run_and_ctrl_c_writes_the_summary(tmp_path):
     assert (run_dir / "locust_stats.csv").exists()
     step = json.loads((run_dir / "summary.json").read_text())["steps"][0]
     assert step["model"]["requests"] >= 20 and step["errors"] == 0  # what the UI had counted
+
+
+@pytest.mark.timeout(120)
+def test_a_locust_stopped_by_sigterm_still_leaves_its_html_report(tmp_path):
+    """SIGTERM is the wrapper's last resort for a Ctrl-C Locust did not hear; Locust's own
+    SIGTERM path writes no HTML report (a full-suite run ended without locust.html)."""
+    port = free_port()
+    with model_simulator(tmp_path, profile="instant") as sim:
+        load = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "loadtest", "--model-url", f"{sim}/v1"),
+                *("--user-classes", "model", "--shape", "constant", "--users", "2"),
+                *("--duration-seconds", "300", "--model-think-seconds", "0.05"),
+                *("--web-port", str(port), "--results-dir", str(tmp_path / "results")),
+            ],
+            cwd=REPO_ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        try:
+            ui = f"http://127.0.0.1:{port}"
+            wait_until(lambda: ui_completions(ui) >= 10, timeout=60, what="the web UI's counts")
+            (locust,) = Path(f"/proc/{load.pid}/task/{load.pid}/children").read_text().split()
+            os.kill(int(locust), signal.SIGTERM)
+            output, _ = load.communicate(timeout=60)
+        finally:
+            if load.poll() is None:
+                load.kill()
+    (run_dir,) = (tmp_path / "results").iterdir()
+    assert (run_dir / "locust.html").stat().st_size > 0, output[-3000:]
+    assert (run_dir / "summary.json").exists()
