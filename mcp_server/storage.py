@@ -135,6 +135,10 @@ class Database:
     def __init__(self, url: str) -> None:
         self.url = url
         self.engine = create_engine_for(url)
+        # SQLite's readers never wait (WAL: a writer does not block them) and a read costs
+        # less than handing it to a worker thread and back; a server's reads are made in place
+        # there, and on a thread where the database is across a network (PostgreSQL).
+        self.reads_in_place = self.engine.dialect.name == "sqlite"
         self._reader = sessionmaker(self.engine, expire_on_commit=False)
         self._writer = sessionmaker(
             self.engine.execution_options(sqlite_begin="IMMEDIATE"), expire_on_commit=False

@@ -187,13 +187,19 @@ def failed(context: ToolContext, tool: str, code: str = "internal_error") -> Cal
     )
 
 
-async def run(context: ToolContext, tool: str, work: Callable[[], BaseModel]) -> CallToolResult:
-    """Run blocking rule code off the event loop; map its outcome to a tool result."""
+async def run(
+    context: ToolContext, tool: str, work: Callable[[], BaseModel], *, reads_only: bool = False
+) -> CallToolResult:
+    """Run the rule code (off the event loop unless it only reads a database where reads are
+    made in place); map its outcome to a tool result."""
     started = time.perf_counter()
     in_progress = context.metrics.tool_calls_in_progress.labels(tool)
     in_progress.inc()
     try:
-        result = await anyio.to_thread.run_sync(work)
+        if reads_only and context.service.db.reads_in_place:
+            result = work()
+        else:
+            result = await anyio.to_thread.run_sync(work)
     except Refusal as refusal:
         return refused(context, tool, refusal)
     except _NotAuthenticated:
@@ -251,6 +257,7 @@ async def search_leaves(
         context,
         ToolName.SEARCH_LEAVES,
         lambda: search_result(context.service, actor(), keyword, status),
+        reads_only=True,
     )
 
 
@@ -259,7 +266,12 @@ GET_LEAVE_BALANCE_DESCRIPTION = "Your remaining leave days (and hours) for each 
 
 async def get_leave_balance(ctx: Context) -> Annotated[CallToolResult, BalanceResult]:
     context = tool_context(ctx)
-    return await run(context, ToolName.GET_LEAVE_BALANCE, lambda: context.service.balance(actor()))
+    return await run(
+        context,
+        ToolName.GET_LEAVE_BALANCE,
+        lambda: context.service.balance(actor()),
+        reads_only=True,
+    )
 
 
 CREATE_LEAVE_DESCRIPTION = (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import threading
 
 import pytest
 from pydantic import ValidationError
@@ -14,7 +15,7 @@ from mcp_server.auth import EmployeeTokenVerifier
 from mcp_server.identity import Identities, InactiveEmployee, TokenRefused, parse_duration
 from mcp_server.leaves import LeaveService
 from mcp_server.settings import ServerSettings
-from mcp_server.storage import ApiToken
+from mcp_server.storage import ApiToken, Database
 
 
 async def test_verifier_maps_tokens_and_refuses_what_it_does_not_know(database, caplog):
@@ -24,6 +25,32 @@ async def test_verifier_maps_tokens_and_refuses_what_it_does_not_know(database, 
     with caplog.at_level(logging.INFO, logger="mcp_server.auth"):
         assert await verifier.verify_token("nope") is None
     assert "unknown token" in caplog.text and "nope" not in caplog.text
+
+
+@pytest.mark.parametrize("in_place", [True, False])
+async def test_the_token_is_looked_up_in_place_only_where_reads_never_wait(
+    database, monkeypatch, in_place
+):
+    # A thread hop costs more CPU than SQLite's primary-key read; across a network (PostgreSQL)
+    # the read must not hold up the event loop.
+    monkeypatch.setattr(database, "reads_in_place", in_place)
+    identities = Identities(database)
+    looked_up_on: list[int] = []
+    lookup = identities.employee_for_token
+
+    def recorded(token: str) -> str:
+        looked_up_on.append(threading.get_ident())
+        return lookup(token)
+
+    monkeypatch.setattr(identities, "employee_for_token", recorded)
+    found = await EmployeeTokenVerifier(identities).verify_token("demo-token-employee")
+    assert found is not None and found.subject == "E001"
+    assert (looked_up_on == [threading.get_ident()]) is in_place
+
+
+def test_only_sqlite_reads_are_made_in_place(tmp_path):
+    assert Database(f"sqlite:///{tmp_path / 'leave.db'}").reads_in_place
+    assert not Database("postgresql+psycopg://leave@127.0.0.1:1/leave").reads_in_place
 
 
 def test_tokens_are_stored_hashed(service: LeaveService):

@@ -212,6 +212,39 @@ async def test_a_tool_call_under_way_is_counted_in_progress_until_it_ends(
     assert in_progress._value.get() == 0
 
 
+@pytest.mark.parametrize("in_place", [True, False])
+async def test_reads_run_on_the_event_loop_only_where_they_never_wait_and_writes_never_do(
+    connect, service, monkeypatch, in_place
+):
+    monkeypatch.setattr(service.db, "reads_in_place", in_place)
+    ran_on: dict[str, int] = {}
+    for name in ("search", "balance", "create"):
+        original = getattr(service, name)
+
+        def recorded(*args, _name=name, _original=original):
+            ran_on[_name] = threading.get_ident()
+            return _original(*args)
+
+        monkeypatch.setattr(service, name, recorded)
+    async with connect("E001") as client:
+        await find(client, "")
+        assert not (await client.call_tool("get_leave_balance", {})).is_error
+        created = await client.call_tool(
+            "create_leave",
+            {
+                "leave_type": "事假",
+                "start_date": "2027-03-01",
+                "end_date": "2027-03-01",
+                "reason": "搬家",
+            },
+        )
+    assert not created.is_error, created.content
+    event_loop = threading.get_ident()
+    assert (ran_on["search"] == event_loop) is in_place
+    assert (ran_on["balance"] == event_loop) is in_place
+    assert ran_on["create"] != event_loop  # a write may wait for the lock: never on the loop
+
+
 async def test_another_employees_leave_is_indistinguishable_from_a_missing_one(connect):
     async with connect("E001") as client:
         trip = (await find(client, "家庭旅遊"))[0]["leave_id"]
