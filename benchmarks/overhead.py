@@ -14,10 +14,11 @@ started here as real child processes:
 
 Figures: runs (calls)/s, latency p50/p99, and CPU ms per run (call) of the process under test:
 this process for the engine and the seed script (whose driver is a few awaits per run), the
-service's or server's own process (/proc/<pid>/stat) otherwise. Cells are measured in rounds,
-interleaved (each round measures every cell once, the order rotated round to round), so a
-noisy neighbour hits all of them alike; each figure is the median over the rounds with its
-range, and the ratios are medians of the per-round ratios, with their range too.
+service's or server's own process (/proc/<pid>/stat) otherwise. Cells are measured in rounds
+(each round measures every cell once), and within a round the ways a cell compares take turns
+in slices (`--slices`), so a noisy neighbour's slow spell hits all of them alike; each figure
+is the median over the rounds with its range, and the ratios are medians of the per-round
+ratios, with their range too.
 
 With two CPUs or more the process under test gets one of its own and everything else (the
 load generator, the simulator, the MCP server it calls) shares the rest, for every cell alike
@@ -72,6 +73,7 @@ SEARCH_ARGUMENTS = {"keyword": "家庭旅遊"}
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 MCP_CLIENTS = 8
 WARM_RUNS = 2  # per task and way, before the first round
+SLICES = 4
 
 
 @dataclass(frozen=True)
@@ -121,23 +123,60 @@ class Measured:
     cpu_ms: float  # per run or call, of the process under test
 
 
+@dataclass
+class Sample:
+    """One slice of a cell: how many runs (calls), how long they took, each one's seconds, and
+    the CPU seconds the process under test spent meanwhile."""
+
+    count: int
+    seconds: float
+    latencies: list[float]
+    cpu_seconds: float
+
+    def __add__(self, other: Sample) -> Sample:
+        return Sample(
+            self.count + other.count,
+            self.seconds + other.seconds,
+            self.latencies + other.latencies,
+            self.cpu_seconds + other.cpu_seconds,
+        )
+
+    def measured(self) -> Measured:
+        latencies = sorted(self.latencies)
+        return Measured(
+            rate=self.count / self.seconds,
+            p50_ms=statistics.median(latencies) * 1000,
+            p99_ms=percentile(latencies, 99) * 1000,
+            cpu_ms=self.cpu_seconds * 1000 / self.count,
+        )
+
+
+async def sample(
+    requests: list[Any],
+    concurrency: int,
+    one: Callable[[Any], Awaitable[None]],
+    cpu: Callable[[], float],
+) -> Sample:
+    """`one(request)` for every request, `concurrency` at a time, with `cpu()` around it."""
+    cpu_before = cpu()
+    rate, latencies = await run_concurrently(requests, concurrency, one)
+    cpu_used = cpu() - cpu_before
+    return Sample(len(requests), len(requests) / rate, latencies, cpu_used)
+
+
 async def measure(
     requests: list[Any],
     concurrency: int,
     one: Callable[[Any], Awaitable[None]],
     cpu: Callable[[], float],
 ) -> Measured:
-    """`one(request)` for every request, `concurrency` at a time, with `cpu()` around it."""
-    cpu_before = cpu()
-    rate, latencies = await run_concurrently(requests, concurrency, one)
-    cpu_used = cpu() - cpu_before
-    latencies.sort()
-    return Measured(
-        rate=rate,
-        p50_ms=statistics.median(latencies) * 1000,
-        p99_ms=percentile(latencies, 99) * 1000,
-        cpu_ms=cpu_used * 1000 / len(requests),
-    )
+    return (await sample(requests, concurrency, one, cpu)).measured()
+
+
+def slice_sizes(total: int, slices: int) -> list[int]:
+    """`total` split into `slices` nearly equal parts (none empty)."""
+    slices = max(1, min(slices, total))
+    return [total // slices + (1 if i < total % slices else 0) for i in range(slices)]
 
 
 # -- the loop, three ways ------------------------------------------------------------------
@@ -210,28 +249,39 @@ def expect(condition: bool, detail: str) -> None:
 # -- the MCP servers -----------------------------------------------------------------------
 
 
-async def mcp_calls(url: str, calls: int, pid: int) -> Measured:
-    """`calls` search_leaves calls from MCP_CLIENTS clients (modern era, as the loop calls)."""
-    async with AsyncExitStack() as stack:
-        free = asyncio.Queue[Client]()
+class McpCallers:
+    """MCP_CLIENTS clients of one server (modern era, as the loop calls), kept open from one
+    slice to the next, each warmed before the first."""
+
+    def __init__(self, url: str, pid: int) -> None:
+        self.url = url
+        self.pid = pid
+        self._free = asyncio.Queue[Client]()
+
+    async def open(self, stack: AsyncExitStack) -> McpCallers:
         for _ in range(MCP_CLIENTS):
             http = await stack.enter_async_context(
                 httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"})
             )
-            client = Client(streamable_http_client(url, http_client=http))
-            free.put_nowait(await stack.enter_async_context(client))
+            client = Client(streamable_http_client(self.url, http_client=http))
+            self._free.put_nowait(await stack.enter_async_context(client))
+        for _ in range(MCP_CLIENTS):
+            await self._one(None)
+        return self
 
-        async def one(_request: object) -> None:
-            client = await free.get()
-            try:
-                result = await client.call_tool("search_leaves", SEARCH_ARGUMENTS)
-                expect(not result.is_error, str(result.content))
-            finally:
-                free.put_nowait(client)
+    async def _one(self, _request: object) -> None:
+        client = await self._free.get()
+        try:
+            result = await client.call_tool("search_leaves", SEARCH_ARGUMENTS)
+            expect(not result.is_error, str(result.content))
+        finally:
+            self._free.put_nowait(client)
 
-        for _ in range(MCP_CLIENTS):  # every client warm before the clock starts
-            await one(None)
-        return await measure([None] * calls, MCP_CLIENTS, one, lambda: process_cpu_seconds(pid))
+    async def calls(self, count: int) -> Sample:
+        """`count` search_leaves calls, MCP_CLIENTS at a time."""
+        return await sample(
+            [None] * count, MCP_CLIENTS, self._one, lambda: process_cpu_seconds(self.pid)
+        )
 
 
 async def search_payload(url: str) -> dict[str, Any]:
@@ -288,7 +338,7 @@ async def run_rounds(
     args: argparse.Namespace,
     ways: LoopWays,
     reasons: list[str],
-    servers: list[tuple[str, str, int]],
+    servers: list[tuple[str, McpCallers]],
     placement: Placement,
 ) -> dict[Key, list[Measured]]:
     def requests_for(task: str, count: int = args.runs) -> list[str]:
@@ -307,22 +357,52 @@ async def run_rounds(
             for request in requests_for(task, WARM_RUNS):
                 await one(request)
     results: dict[Key, list[Measured]] = {}
+
+    async def taking_turns(
+        ways: list[tuple[str, Callable[[int], Awaitable[Sample]]]], total: int, round_no: int
+    ) -> dict[str, Measured]:
+        """Each way's `total` runs in slices, the ways taking turns slice by slice (the order
+        rotated each time): a slow spell of a noisy machine falls on all of them alike."""
+        sums: dict[str, Sample] = {}
+        for slice_no, size in enumerate(slice_sizes(total, args.slices)):
+            for name, run_slice in rotated(ways, round_no + slice_no):
+                measured = await run_slice(size)
+                sums[name] = sums[name] + measured if name in sums else measured
+        return {name: total_sample.measured() for name, total_sample in sums.items()}
+
+    def loop_way(
+        name: str,
+        one: Callable[[Any], Awaitable[None]],
+        cpu: Callable[[], float],
+        task: str,
+        concurrency: int,
+    ) -> tuple[str, Callable[[int], Awaitable[Sample]]]:
+        async def run_slice(size: int) -> Sample:
+            # this process is the one under test for the engine and the seed script
+            placement.put(os.getpid(), under_test=name != "service")
+            return await sample(requests_for(task, size), concurrency, one, cpu)
+
+        return name, run_slice
+
     for round_no in range(args.rounds):
         for task in ("read", "seed"):
             for concurrency in (1, args.concurrency):
-                for name, one, cpu in rotated(loop_ways, round_no):
-                    # this process is the one under test for the engine and the seed script
-                    placement.put(os.getpid(), under_test=name != "service")
-                    key = ("loop", task, str(concurrency), name)
-                    measured = await measure(requests_for(task), concurrency, one, cpu)
-                    results.setdefault(key, []).append(measured)
+                cell = await taking_turns(
+                    [loop_way(name, one, cpu, task, concurrency) for name, one, cpu in loop_ways],
+                    args.runs,
+                    round_no,
+                )
+                for name, measured in cell.items():
+                    results.setdefault(("loop", task, str(concurrency), name), []).append(measured)
         placement.put(os.getpid(), under_test=False)  # from here on it is the load generator
         http = await measure(
             [None] * args.runs * 4, args.concurrency, ways.http_round_trip, time.process_time
         )
         results.setdefault(("http", str(args.concurrency)), []).append(http)
-        for name, url, pid in rotated(servers, round_no):
-            measured = await mcp_calls(url, args.calls, pid)
+        mcp_cell = await taking_turns(
+            [(name, callers.calls) for name, callers in servers], args.calls, round_no
+        )
+        for name, measured in mcp_cell.items():
             results.setdefault(("mcp", name), []).append(measured)
         print(f"round {round_no + 1}/{args.rounds} done", file=sys.stderr, flush=True)
     return results
@@ -363,7 +443,8 @@ def report(
 ) -> str:
     head = f"  {'':24s}{'runs/s':>24s}{'p50 ms':>24s}{'p99 ms':>24s}{'CPU ms/run':>24s}"
     lines = [
-        f"{args.rounds} interleaved rounds, {args.runs} runs per cell; "
+        f"{args.rounds} rounds, {args.runs} runs per cell in {args.slices} slices, the ways "
+        "taking turns; "
         "median [min-max] over the rounds; ratios are medians of per-round ratios [their range]",
         f"{placement.describe()}",
         "",
@@ -415,6 +496,12 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--calls", type=int, default=400, help="MCP calls per cell")
     parser.add_argument(
+        "--slices",
+        type=int,
+        default=SLICES,
+        help="each cell's runs (calls) in this many slices, the ways taking turns",
+    )
+    parser.add_argument(
         "--no-pin",
         dest="pin",
         action="store_false",
@@ -454,15 +541,21 @@ def main() -> None:
         # under test in their own cells, idle in the others
         for pid in (service.process.pid, mcp_process.process.pid, minimal_pid):
             placement.put(pid, under_test=True)
-        servers = [
-            ("ours", f"{measured_mcp}/mcp", mcp_process.process.pid),
-            ("minimal", minimal_url, minimal_pid),
-        ]
 
         async def main_async() -> dict[Key, list[Measured]]:
             ways = LoopWays(f"{mcp}/mcp", f"{sim}/v1", loop_url, service.process.pid)
             try:
-                return await run_rounds(args, ways, reasons, servers, placement)
+                async with AsyncExitStack() as clients:
+                    servers = [
+                        (
+                            "ours",
+                            await McpCallers(f"{measured_mcp}/mcp", mcp_process.process.pid).open(
+                                clients
+                            ),
+                        ),
+                        ("minimal", await McpCallers(minimal_url, minimal_pid).open(clients)),
+                    ]
+                    return await run_rounds(args, ways, reasons, servers, placement)
             finally:
                 await ways.close()
 
