@@ -7,17 +7,22 @@ it per scenario, and the users give back what they took when they stop."""
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import io
 import json
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from common.contract import ToolName
 from loadtest import scenarios
-from loadtest.mcp import McpClient
+from loadtest.leaves import ATTEMPTS, OwnLeaves, SetupError
+from loadtest.mcp import McpClient, ToolRefused
 from stack.demo import SCENARIOS, run_scenarios
 from tests.support import REPO_ROOT, loop_service, mcp_server, model_simulator
 
@@ -104,3 +109,48 @@ def test_after_the_demo_scenarios_every_write_scenario_still_writes(tmp_path: Pa
     # every day a user took, it gave back: its drafts rejected, its approved leaves cancelled
     assert after == before
     assert leftovers == []
+
+
+class _Calendar:
+    """An employee's MCP client: create_leave on a taken day (every day, when full) is refused
+    as overlapping, as the server refuses it."""
+
+    def __init__(self, full: bool = False) -> None:
+        self.full = full
+        self.tried: list[dt.date] = []
+
+    def call(self, tool: str, arguments: dict[str, Any], answer: Any = None) -> dict[str, Any]:
+        assert tool == ToolName.CREATE_LEAVE
+        self.tried.append(dt.date.fromisoformat(arguments["start_date"]))
+        if self.full:
+            raise ToolRefused(tool, "overlap", "another leave holds the day")
+        return {"leave_id": "LV-abcdef"}
+
+
+class _Saturdays(random.Random):
+    """Always the sixth value of a range: from a Monday, a Saturday when a day is drawn from a
+    range of days."""
+
+    def randrange(self, start: int, stop: int | None = None, step: int = 1) -> int:
+        size = start if stop is None else stop - start
+        return min(5, size - 1)
+
+
+def test_a_draft_goes_on_a_working_day_however_the_dice_fall():
+    # Drawing any day and skipping weekends spent an attempt on each: eight weekends in a row
+    # (one draft in about 20,000) failed a load run's setup with "no free day found".
+    calendar = _Calendar()
+    OwnLeaves(calendar, calendar, _Saturdays()).draft()  # type: ignore[arg-type]
+    randomly = _Calendar()
+    own = OwnLeaves(randomly, randomly, random.Random(7))  # type: ignore[arg-type]
+    for _ in range(500):
+        own.draft()
+    assert [d.weekday() < 5 for d in calendar.tried] == [True]
+    assert len(randomly.tried) == 500 and all(d.weekday() < 5 for d in randomly.tried)
+
+
+def test_only_taken_days_spend_a_drafts_attempts():
+    full = _Calendar(full=True)
+    with pytest.raises(SetupError, match=f"no free day found in {ATTEMPTS} tries"):
+        OwnLeaves(full, full, random.Random(7)).draft()  # type: ignore[arg-type]
+    assert len(full.tried) == ATTEMPTS
