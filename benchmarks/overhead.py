@@ -164,15 +164,6 @@ async def sample(
     return Sample(len(requests), len(requests) / rate, latencies, cpu_used)
 
 
-async def measure(
-    requests: list[Any],
-    concurrency: int,
-    one: Callable[[Any], Awaitable[None]],
-    cpu: Callable[[], float],
-) -> Measured:
-    return (await sample(requests, concurrency, one, cpu)).measured()
-
-
 def slice_sizes(total: int, slices: int) -> list[int]:
     """`total` split into `slices` nearly equal parts (none empty)."""
     slices = max(1, min(slices, total))
@@ -395,9 +386,11 @@ async def run_rounds(
                 for name, measured in cell.items():
                     results.setdefault(("loop", task, str(concurrency), name), []).append(measured)
         placement.put(os.getpid(), under_test=False)  # from here on it is the load generator
-        http = await measure(
-            [None] * args.runs * 4, args.concurrency, ways.http_round_trip, time.process_time
-        )
+        http = (
+            await sample(
+                [None] * args.runs * 4, args.concurrency, ways.http_round_trip, time.process_time
+            )
+        ).measured()
         results.setdefault(("http", str(args.concurrency)), []).append(http)
         mcp_cell = await taking_turns(
             [(name, callers.calls) for name, callers in servers], args.calls, round_no
