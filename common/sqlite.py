@@ -13,13 +13,20 @@ from typing import Any
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.engine.interfaces import DBAPICursor
+from sqlalchemy.pool import SingletonThreadPool
 
 from .dbapi import transaction
 
 
-def create_engine_for(url: str) -> Engine:
+def is_sqlite_file(url: str) -> bool:
+    parsed = make_url(url)
+    return parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:")
+
+
+def create_engine_for(url: str, *, connection_per_thread: bool = False) -> Engine:
     """An engine for `url`. SQLite gets WAL, a busy timeout, foreign keys, and transactions that
-    begin with the execution option `sqlite_begin` (e.g. "IMMEDIATE" for writers)."""
+    begin with the execution option `sqlite_begin` (e.g. "IMMEDIATE" for writers); with
+    `connection_per_thread`, each thread its own connection instead of a shared pool."""
     parsed = make_url(url)
     # Error messages leave out statement parameters: they are user input and may be huge.
     if parsed.get_backend_name() != "sqlite":
@@ -28,7 +35,10 @@ def create_engine_for(url: str) -> Engine:
     if parsed.database and parsed.database != ":memory:":
         Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(
-        url, connect_args={"check_same_thread": False, "timeout": 30}, hide_parameters=True
+        url,
+        connect_args={"check_same_thread": False, "timeout": 30},
+        hide_parameters=True,
+        **({"poolclass": SingletonThreadPool} if connection_per_thread else {}),
     )
 
     @event.listens_for(engine, "connect")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+from functools import partial
 from typing import Protocol
 
 import anyio.to_thread
@@ -45,7 +46,9 @@ class EmployeeTokenVerifier:
             if self._sign_in is not None and self._sign_in.accepts(token):
                 employee_id = await self._sign_in.employee_for(token)
             elif self._identities.db.reads_in_place:
-                employee_id = self._identities.employee_for_token(token)
+                employee_id = self._identities.db.read_in_place(
+                    partial(self._identities.employee_for_token, token)
+                )
             else:
                 employee_id = await anyio.to_thread.run_sync(
                     self._identities.employee_for_token, token

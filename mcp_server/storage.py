@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import datetime as dt
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
+from contextvars import ContextVar
+from typing import TypeVar
 
 from sqlalchemy import Date, Dialect, Float, ForeignKey, Integer, String, text
 from sqlalchemy.engine import Connection
@@ -21,10 +23,13 @@ from sqlalchemy.types import TypeDecorator
 
 from common.dbapi import pooled_cursor
 from common.schema import UtcDateTime, add_missing_columns
-from common.sqlite import create_engine_for, utcnow
+from common.sqlite import create_engine_for, is_sqlite_file, utcnow
 
 # Any number the servers sharing a database agree on: it names the lock around creating tables.
 SCHEMA_LOCK_KEY = 0x1EA7E
+T = TypeVar("T")
+# Set while Database.read_in_place runs its work: the reads inside take its connection.
+_reading_in_place: ContextVar[bool] = ContextVar("reading_in_place", default=False)
 
 
 class Base(DeclarativeBase):
@@ -135,10 +140,17 @@ class Database:
     def __init__(self, url: str) -> None:
         self.url = url
         self.engine = create_engine_for(url)
-        # SQLite's readers never wait (WAL: a writer does not block them) and a read costs
-        # less than handing it to a worker thread and back; a server's reads are made in place
-        # there, and on a thread where the database is across a network (PostgreSQL).
-        self.reads_in_place = self.engine.dialect.name == "sqlite"
+        # A SQLite file's readers never wait (WAL: a writer does not block them), and such a
+        # read costs less than handing it to a worker thread and back: the server makes its
+        # reads in place there, and on a worker thread where the database is across a network
+        # (PostgreSQL). In place, on a connection of the thread's own: the pool's may all be
+        # held by writers queued for the write lock, and waiting for one would stall every
+        # request the event loop serves.
+        self.reads_in_place = is_sqlite_file(url)
+        self._in_place = (
+            create_engine_for(url, connection_per_thread=True) if self.reads_in_place else None
+        )
+        self._in_place_reader = sessionmaker(self._in_place, expire_on_commit=False)
         self._reader = sessionmaker(self.engine, expire_on_commit=False)
         self._writer = sessionmaker(
             self.engine.execution_options(sqlite_begin="IMMEDIATE"), expire_on_commit=False
@@ -158,9 +170,21 @@ class Database:
             if add_missing_columns(connection, Base.metadata):
                 _name_unnamed_tokens(connection)
 
+    def read_in_place(self, work: Callable[[], T]) -> T:
+        """`work`, which only reads, here and now on this thread's own connection (see
+        reads_in_place; the caller checks it)."""
+        if self._in_place is None:
+            raise RuntimeError(f"reads on {self.engine.dialect.name} are not made in place")
+        reset = _reading_in_place.set(True)
+        try:
+            return work()
+        finally:
+            _reading_in_place.reset(reset)
+
     @contextmanager
     def read(self) -> Iterator[Session]:
-        with self._reader() as session, session.begin():
+        reader = self._in_place_reader if _reading_in_place.get() else self._reader
+        with reader() as session, session.begin():
             yield session
 
     @contextmanager
@@ -171,7 +195,11 @@ class Database:
 
     def cursor(self) -> AbstractContextManager[DBAPICursor]:
         """A driver cursor for a single read statement (see common.dbapi)."""
-        return pooled_cursor(self.engine)
+        return pooled_cursor(
+            self._in_place
+            if self._in_place is not None and _reading_in_place.get()
+            else self.engine
+        )
 
     def ping(self) -> None:
         with self.engine.connect() as connection:
@@ -179,6 +207,8 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+        if self._in_place is not None:
+            self._in_place.dispose()
 
 
 def new_token_id() -> str:

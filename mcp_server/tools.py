@@ -197,7 +197,7 @@ async def run(
     in_progress.inc()
     try:
         if reads_only and context.service.db.reads_in_place:
-            result = work()
+            result = context.service.db.read_in_place(work)
         else:
             result = await anyio.to_thread.run_sync(work)
     except Refusal as refusal:

@@ -33,6 +33,8 @@ async def test_the_token_is_looked_up_in_place_only_where_reads_never_wait(
 ):
     # A thread hop costs more CPU than SQLite's primary-key read; across a network (PostgreSQL)
     # the read must not hold up the event loop.
+    if in_place and not database.reads_in_place:
+        pytest.skip("reads are made in place on a SQLite file only")
     monkeypatch.setattr(database, "reads_in_place", in_place)
     identities = Identities(database)
     looked_up_on: list[int] = []
@@ -48,9 +50,27 @@ async def test_the_token_is_looked_up_in_place_only_where_reads_never_wait(
     assert (looked_up_on == [threading.get_ident()]) is in_place
 
 
-def test_only_sqlite_reads_are_made_in_place(tmp_path):
+def test_only_a_sqlite_files_reads_are_made_in_place(tmp_path):
     assert Database(f"sqlite:///{tmp_path / 'leave.db'}").reads_in_place
+    assert not Database("sqlite://").reads_in_place  # in memory: one database per connection
     assert not Database("postgresql+psycopg://leave@127.0.0.1:1/leave").reads_in_place
+
+
+async def test_a_token_is_checked_in_place_while_writers_hold_every_pooled_connection(database):
+    # Writers queued for SQLite's write lock each hold a pooled connection; a check made on the
+    # event loop that waited for one would stall every request until a writer let go.
+    if not database.reads_in_place:
+        pytest.skip("reads are made in place on a SQLite file only")
+    pool = database.engine.pool
+    held = [database.engine.raw_connection() for _ in range(pool.size() + pool._max_overflow)]
+    try:
+        found = await EmployeeTokenVerifier(Identities(database)).verify_token(
+            "demo-token-employee"
+        )
+    finally:
+        for connection in held:
+            connection.close()
+    assert found is not None and found.subject == "E001"
 
 
 def test_tokens_are_stored_hashed(service: LeaveService):
