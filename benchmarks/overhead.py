@@ -357,8 +357,8 @@ async def run_rounds(
         sums: dict[str, Sample] = {}
         for slice_no, size in enumerate(slice_sizes(total, args.slices)):
             for name, run_slice in rotated(ways, round_no + slice_no):
-                measured = await run_slice(size)
-                sums[name] = sums[name] + measured if name in sums else measured
+                part = await run_slice(size)
+                sums[name] = sums[name] + part if name in sums else part
         return {name: total_sample.measured() for name, total_sample in sums.items()}
 
     def loop_way(

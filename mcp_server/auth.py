@@ -9,7 +9,6 @@ import logging
 from functools import partial
 from typing import Protocol
 
-import anyio.to_thread
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -45,13 +44,9 @@ class EmployeeTokenVerifier:
         try:
             if self._sign_in is not None and self._sign_in.accepts(token):
                 employee_id = await self._sign_in.employee_for(token)
-            elif self._identities.db.reads_in_place:
-                employee_id = self._identities.db.read_in_place(
-                    partial(self._identities.employee_for_token, token)
-                )
             else:
-                employee_id = await anyio.to_thread.run_sync(
-                    self._identities.employee_for_token, token
+                employee_id = await self._identities.db.run_reads(
+                    partial(self._identities.employee_for_token, token)
                 )
         except TokenRefused as refused:
             logger.info("bearer token refused: %s", refused)

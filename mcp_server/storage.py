@@ -15,6 +15,7 @@ from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from typing import TypeVar
 
+import anyio.to_thread
 from sqlalchemy import Date, Dialect, Float, ForeignKey, Integer, String, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.engine.interfaces import DBAPICursor
@@ -28,7 +29,7 @@ from common.sqlite import create_engine_for, is_sqlite_file, utcnow
 # Any number the servers sharing a database agree on: it names the lock around creating tables.
 SCHEMA_LOCK_KEY = 0x1EA7E
 T = TypeVar("T")
-# Set while Database.read_in_place runs its work: the reads inside take its connection.
+# Set while Database.run_reads runs its work in place: the reads inside take its connection.
 _reading_in_place: ContextVar[bool] = ContextVar("reading_in_place", default=False)
 
 
@@ -170,11 +171,11 @@ class Database:
             if add_missing_columns(connection, Base.metadata):
                 _name_unnamed_tokens(connection)
 
-    def read_in_place(self, work: Callable[[], T]) -> T:
-        """`work`, which only reads, here and now on this thread's own connection (see
-        reads_in_place; the caller checks it)."""
-        if self._in_place is None:
-            raise RuntimeError(f"reads on {self.engine.dialect.name} are not made in place")
+    async def run_reads(self, work: Callable[[], T]) -> T:
+        """`work`, which only reads: in place on a SQLite file, on this thread's own
+        connection (see reads_in_place), else on a worker thread."""
+        if not self.reads_in_place or self._in_place is None:
+            return await anyio.to_thread.run_sync(work)
         reset = _reading_in_place.set(True)
         try:
             return work()
@@ -195,11 +196,8 @@ class Database:
 
     def cursor(self) -> AbstractContextManager[DBAPICursor]:
         """A driver cursor for a single read statement (see common.dbapi)."""
-        return pooled_cursor(
-            self._in_place
-            if self._in_place is not None and _reading_in_place.get()
-            else self.engine
-        )
+        in_place = self._in_place if _reading_in_place.get() else None
+        return pooled_cursor(self.engine if in_place is None else in_place)
 
     def ping(self) -> None:
         with self.engine.connect() as connection:

@@ -190,14 +190,14 @@ def failed(context: ToolContext, tool: str, code: str = "internal_error") -> Cal
 async def run(
     context: ToolContext, tool: str, work: Callable[[], BaseModel], *, reads_only: bool = False
 ) -> CallToolResult:
-    """Run the rule code (off the event loop unless it only reads a database where reads are
-    made in place); map its outcome to a tool result."""
+    """Run the rule code off the event loop (reads as the database makes them: see
+    Database.run_reads); map its outcome to a tool result."""
     started = time.perf_counter()
     in_progress = context.metrics.tool_calls_in_progress.labels(tool)
     in_progress.inc()
     try:
-        if reads_only and context.service.db.reads_in_place:
-            result = context.service.db.read_in_place(work)
+        if reads_only:
+            result = await context.service.db.run_reads(work)
         else:
             result = await anyio.to_thread.run_sync(work)
     except Refusal as refusal:
