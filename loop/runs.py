@@ -58,6 +58,13 @@ class RunIdInUse(Exception):
     """A run with the requested id exists already (this user's or another's)."""
 
 
+class RunNotRecorded(Exception):
+    """The run could not be stored before it began, so nothing was run and its id is
+    nobody's: the caller is told so rather than given an id that GET cannot find."""
+
+    message = "the run store could not record the run, so it did not run; try again"
+
+
 # An event of a streamed run: its kind and data (run.finished's data is the run itself).
 RunEvent = tuple[str, dict[str, Any] | Run]
 
@@ -84,13 +91,18 @@ class ActiveRun:
     cancelling: bool = False  # cancelled while a confirmation was open: stop after its call
     streamed: bool = False  # its events go to the client; a run answered whole has no reader
     new_session: bool = False  # a session id made for it, which nobody else can know yet
+    stored: bool = False  # its record exists: GET /v1/runs/{id} can find it
     task: asyncio.Task[Run] | None = None
 
     async def outcome(self) -> Run:
-        """The final result; shielded, so a caller that goes away does not cancel the run."""
+        """The final result; shielded, so a caller that goes away does not cancel the run.
+        Raises RunNotRecorded for a run that could not even be stored."""
         if self.task is None:
             raise RuntimeError(f"run {self.id} was never started")
-        return await asyncio.shield(self.task)
+        final = await asyncio.shield(self.task)
+        if not self.stored:
+            raise RunNotRecorded(self.id)
+        return final
 
     started: float = field(default_factory=time.perf_counter)
     created_at: dt.datetime = field(default_factory=utcnow)
@@ -283,6 +295,7 @@ class RunManager:
                 self.metrics.in_flight.inc()
                 try:
                     history = await self._begin(run, record)
+                    run.stored = True
                     # The router keeps a session on one replica by this key; a run outside
                     # any session (the facade's) is routed by its own id.
                     current_session.set(run.session_id if run.remember else run.id)
@@ -306,6 +319,7 @@ class RunManager:
         final = Run.of_record(record, result.steps)
         try:
             await self._remember(run, record, result)
+            run.stored = True  # written here if its start could not be
         except Exception:
             logger.exception("could not record run %s", run.id)
         self._count(run, result)

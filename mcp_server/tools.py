@@ -27,6 +27,7 @@ from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnno
 from pydantic import BaseModel, Field, ValidationError
 
 from common.contract import LeaveStatus, ToolName
+from common.unicode import lone_surrogate_at, surrogate_message
 
 from .auth import current_employee_id
 from .leaves import MAX_KEYWORD_CHARS, MAX_KEYWORD_WORDS, LeaveService
@@ -83,10 +84,16 @@ class LeaveServer(MCPServer[ToolContext]):
     def __init__(self, context: ToolContext, **kwargs: Any) -> None:
         super().__init__(SERVER_NAME, lifespan=lambda _server: nullcontext(context), **kwargs)
         self._context = context
+        self._known = tuple(str(tool) for tool, *_ in TOOLS)
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[ToolContext, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
+        where = lone_surrogate_at(arguments)
+        if where is not None and name in self._known:
+            # Valid JSON, not text: no column, log line or answer could hold it.
+            refusal = Refusal("invalid_arguments", tool=name, problems=surrogate_message(where))
+            return refused(self._context, name, refusal)
         try:
             return await super().call_tool(name, arguments, context)
         except UnexpectedToolError:
@@ -95,7 +102,7 @@ class LeaveServer(MCPServer[ToolContext]):
             return self._malformed(name, error)
 
     def _malformed(self, name: str, error: ToolError) -> CallToolResult:
-        known = [str(tool) for tool, *_ in TOOLS]
+        known = list(self._known)
         cause = error.__cause__
         if name not in known:
             logger.info("call to an unknown tool %s", log_excerpt(name))

@@ -6,6 +6,8 @@ from typing import Any
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
+from common.unicode import printable
+
 # The OpenAI-compatible surface: every error it answers is in the OpenAI shape, which OpenAI
 # clients read (they show only the status for any other body).
 OPENAI_PATHS = frozenset({"/v1/chat/completions", "/v1/models"})
@@ -41,7 +43,8 @@ ERROR_MEANINGS = {
     413: "Request body larger than LOOP_MAX_BODY_BYTES.",
     429: "Too many failed authentications from this address; see Retry-After.",
     431: "Request header fields too large.",
-    503: "The leave MCP server is unavailable.",
+    503: "The leave MCP server is unavailable, or the run store could not record the run (it "
+    "did not run).",
 }
 AUTH_ERRORS = (401, 429, 503)
 # The OpenAI clients' names for these statuses (as vLLM answers them), else the status's own.
@@ -99,5 +102,5 @@ def excerpt(value: Any, limit: int = EXCERPT_CHARS) -> Any:
         return value
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
     if len(text) <= limit:
-        return value
-    return f"{text[:limit]}… ({len(text)} characters)"
+        return printable(text) if isinstance(value, str) else value
+    return f"{printable(text[:limit])}… ({len(text)} characters)"

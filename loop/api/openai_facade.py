@@ -14,13 +14,14 @@ from common import sse
 from common.chat import InvalidContent, content_text
 
 from ..engine import RunStatus
-from ..runs import ActiveRun, RunManager
+from ..runs import ActiveRun, RunManager, RunNotRecorded
 from ..settings import LoopSettings
 from ..views import Run
 from .auth import Authenticated, manager_of
+from .bodies import UnicodeJSONRoute
 from .errors import AUTH_ERRORS, OpenAIError, errors, excerpt, openai_error
 
-router = APIRouter(tags=["openai"])
+router = APIRouter(tags=["openai"], route_class=UnicodeJSONRoute)
 FACADE_PATH = "/v1/chat/completions"
 
 # What common.chat.content_text accepts; checked in the route, where the message can name
@@ -139,7 +140,10 @@ async def chat_completions(body: ChatRequest, user: Authenticated, request: Requ
     )
     completion_id = f"chatcmpl-{secrets.token_hex(8)}"
     if not body.stream:
-        final = await run.outcome()
+        try:
+            final = await run.outcome()
+        except RunNotRecorded:
+            return openai_error(503, RunNotRecorded.message, None)
         return JSONResponse(_completion(completion_id, settings.agent_model_name, final))
     include_usage = bool((body.stream_options or {}).get("include_usage"))
     return StreamingResponse(

@@ -22,14 +22,16 @@ from ..runs import (
     PendingConfirmation,
     RunIdInUse,
     RunManager,
+    RunNotRecorded,
     UnknownConfirmation,
     accept_content,
 )
 from ..views import Run, RunList
 from .auth import Authenticated, manager_of
+from .bodies import UnicodeJSONRoute
 from .errors import AUTH_ERRORS, errors
 
-router = APIRouter(prefix="/v1/runs", tags=["runs"])
+router = APIRouter(prefix="/v1/runs", tags=["runs"], route_class=UnicodeJSONRoute)
 
 SESSION_ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
 RUN_ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,40}$"
@@ -103,7 +105,7 @@ async def create_run(body: RunRequest, user: Authenticated, request: Request) ->
             return _json(final)
         return StreamingResponse(_sse_once(final), media_type="text/event-stream")
     if not body.stream:
-        return _json(await run.outcome())
+        return _json(await _outcome(run))
     return StreamingResponse(_sse(manager, run), media_type="text/event-stream")
 
 
@@ -133,7 +135,7 @@ async def cancel_run(run_id: str, user: Authenticated, request: Request) -> Resp
     run = manager.active.get(run_id)
     if run is None or run.user_key != user.key or not manager.cancel(run_id, user.key):
         raise HTTPException(404, "no such running run")
-    return _json(await run.outcome())
+    return _json(await _outcome(run))
 
 
 async def pending_confirmation(
@@ -212,11 +214,18 @@ async def _earlier_run(manager: RunManager, run_id: str, user_key: str, stream: 
     if active is not None and active.user_key == user_key and active.task is not None:
         if stream:  # its events already go to the first request; two readers would split them
             raise HTTPException(409, f"run {run_id} is running; follow it at /v1/runs/{run_id}")
-        return await active.outcome()
+        return await _outcome(active)
     record = await manager.record(run_id, user_key)
     if record is None or record.status == "running":
         raise HTTPException(409, f"run_id {run_id} is taken")
     return record
+
+
+async def _outcome(run: ActiveRun) -> Run:
+    try:
+        return await run.outcome()
+    except RunNotRecorded:
+        raise HTTPException(503, RunNotRecorded.message) from None
 
 
 def _json(model: BaseModel) -> Response:

@@ -15,10 +15,12 @@ import pytest
 
 from common import sse
 from loop.app import create_app
+from loop.runs import RunNotRecorded
 from loop.settings import LoopSettings
+from loop.store import RunStore
 from tests.support import free_port, loop_service, mcp_server, model_simulator, serving_in_thread
 
-from .helpers import EMPLOYEE, Stack, leave_status, post_run, stream_run
+from .helpers import EMPLOYEE, OTHER, Stack, leave_status, post_run, stream_run
 
 FACADE = "/v1/chat/completions"
 QUESTION = "我的假期餘額還有多少？"
@@ -279,6 +281,120 @@ def test_a_body_json_cannot_read_is_the_documented_422_or_the_facades_400(stack,
     assert response.status_code == 400, response.text
     error = openai_error_body(response)
     assert error["type"] == "BadRequestError" and says in error["message"], error
+
+
+# A lone surrogate escape is valid JSON, but decodes to a string that is not Unicode text: it
+# must be refused where the body is read, not fail the run, the store or the error body.
+LONE = '"\\ud800"'
+
+
+def lone(template: str) -> str:
+    """The JSON `template` with the lone surrogate's escape at @."""
+    return template.replace("@", LONE)
+
+
+@pytest.mark.parametrize(
+    ("path", "raw", "field"),
+    [
+        ("/v1/runs", lone('{"input":@}'), "input"),
+        ("/v1/runs", lone('{"input":"hi","session_id":@}'), "session_id"),
+        ("/v1/runs", lone('{"input":"hi","run_id":@}'), "run_id"),
+        ("/v1/runs", lone('{"input":"hi","confirm":@}'), "confirm"),
+        ("/v1/runs", lone('{"input":"hi",@:1}'), "body"),
+        (FACADE, lone('{"model":@,"messages":[{"role":"user","content":"hi"}]}'), "model"),
+        (
+            FACADE,
+            lone('{"model":"leave-copilot-agent","messages":[{"role":"user","content":@}]}'),
+            "messages[0].content",
+        ),
+        (
+            FACADE,
+            '{"model":"leave-copilot-agent","messages":[{"role":"user","content":'
+            '[{"type":"text","text":"\\udfff"}]}]}',
+            "messages[0].content[0].text",
+        ),
+    ],
+)
+def test_a_lone_surrogate_is_a_4xx_in_the_routes_shape_and_starts_no_run(stack, path, raw, field):
+    before = httpx.get(f"{stack.loop}/v1/runs?limit=100", headers=EMPLOYEE).json()["runs"]
+    with httpx.Client(base_url=stack.loop, headers=EMPLOYEE, timeout=60) as http:
+        response = http.post(path, content=raw, headers={"content-type": "application/json"})
+        # the connection stays usable: the error was answered, not a crash
+        assert http.get("/healthz").status_code == 200
+    if path == FACADE:
+        assert response.status_code == 400, response.text
+        assert f"{field}: " in openai_error_body(response)["message"]
+    else:
+        assert response.status_code == 422, response.text
+        (error,) = response.json()["detail"]
+        assert error["type"] == "json_invalid" and error["ctx"]["error"].startswith(f"{field}: ")
+    assert "surrogate" in response.text
+    after = httpx.get(f"{stack.loop}/v1/runs?limit=100", headers=EMPLOYEE).json()["runs"]
+    assert after == before
+
+
+def test_a_valid_surrogate_pair_is_text_and_runs(stack):
+    raw = '{"input":"查一下我的假單 \\ud83d\\ude00"}'
+    response = httpx.post(
+        f"{stack.loop}/v1/runs",
+        content=raw,
+        headers={**EMPLOYEE, "content-type": "application/json"},
+        timeout=60,
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["input"].endswith("😀")
+
+
+def test_a_confirmations_content_with_a_lone_surrogate_is_422_and_it_stays_answerable(stack):
+    refused: httpx.Response | None = None
+    accepted: httpx.Response | None = None
+    with (
+        # another employee's approved leave: the module's other tests cancel this one's
+        httpx.Client(base_url=stack.loop, headers=OTHER, timeout=60) as http,
+        http.stream(
+            "POST", "/v1/runs", json={"input": "取消弟弟的畢業典禮那張假", "stream": True}
+        ) as response,
+    ):
+        run_id = ""
+        for event in sse.events(response.iter_lines()):
+            kind, data = event.event, event.json()
+            run_id = run_id or data["id"]
+            if kind == "confirmation.requested":
+                path = f"/v1/runs/{run_id}/confirmations/{data['confirmation_id']}"
+                refused = http.post(
+                    path,
+                    content=lone('{"action":"accept","content":{"note":@}}'),
+                    headers={"content-type": "application/json"},
+                )
+                accepted = http.post(path, json={"action": "decline"})
+    assert refused is not None and refused.status_code == 422, refused
+    assert refused.json()["detail"][0]["ctx"]["error"].startswith("content.note: ")
+    assert accepted is not None and accepted.status_code == 200, accepted.text
+
+
+class StoreThatCannotWriteRuns(RunStore):
+    def begin_run(self, *args: Any, **kwargs: Any) -> Any:
+        raise OSError("disk full")
+
+    def finish_run(self, *args: Any, **kwargs: Any) -> Any:
+        raise OSError("disk full")
+
+
+def test_a_run_the_store_could_not_record_is_a_503_never_an_id_get_cannot_find(stack, tmp_path):
+    settings = LoopSettings(
+        store_url=f"sqlite:///{tmp_path / 'loop.db'}", mcp_url=stack.mcp, model_base_url=stack.model
+    )
+    app = create_app(settings, store=StoreThatCannotWriteRuns(settings.store_url))
+    with serving_in_thread(app, "the loop") as base:
+        own = httpx.post(f"{base}/v1/runs", json={"input": QUESTION}, headers=EMPLOYEE, timeout=60)
+        facade = httpx.post(f"{base}{FACADE}", json=CHAT, headers=EMPLOYEE, timeout=60)
+        listed = httpx.get(f"{base}/v1/runs", headers=EMPLOYEE).json()["runs"]
+    assert own.status_code == 503, own.text
+    assert own.json() == {"detail": RunNotRecorded.message}
+    assert facade.status_code == 503, facade.text
+    assert openai_error_body(facade)["message"] == RunNotRecorded.message
+    assert "run" not in facade.json()
+    assert listed == []
 
 
 def test_options_and_405_name_every_method_the_path_serves(stack):

@@ -529,6 +529,35 @@ async def test_missing_arguments_are_an_error_result_not_a_crash(connect):
     assert error_code(result) == "invalid_arguments"
 
 
+@pytest.mark.parametrize(
+    ("tool", "arguments", "field"),
+    [
+        ("search_leaves", {"keyword": "\ud800"}, "keyword"),
+        (
+            "create_leave",
+            {
+                "leave_type": "事假",
+                "start_date": "2031-03-03",
+                "end_date": "2031-03-03",
+                "reason": "家裡有事\udfff",
+            },
+            "reason",
+        ),
+        ("update_leave_status", {"leave_id": "LV-\ud800", "status": "submitted"}, "leave_id"),
+    ],
+)
+async def test_a_lone_surrogate_in_an_argument_is_invalid_arguments_naming_it(
+    connect, metrics, tool, arguments, field
+):
+    async with connect("E001") as client:
+        result = await client.call_tool(tool, arguments)
+        still_served = await client.call_tool("get_leave_balance", {})
+    assert error_code(result) == "invalid_arguments", result
+    assert field in result.content[0].text and "surrogate" in result.content[0].text
+    assert metrics.tool_calls.labels(tool, "refused")._value.get() == 1
+    assert not still_served.is_error
+
+
 async def test_unexpected_exceptions_do_not_leak_internals(connect, service, monkeypatch):
     def explode(*_args, **_kwargs):
         raise RuntimeError("password=hunter2 at /srv/secret.py line 42")
