@@ -90,6 +90,7 @@ class StepOutcome(StrEnum):
     TIMEOUT_APPLIED = "timeout_applied"  # a write that timed out, and a read-back shows it applied
     NOT_APPLIED_YET = "not_applied_yet"  # a read-back that does not show the write
     UNAVAILABLE = "unavailable"  # the tool server could not be reached: detail says how
+    SIGN_IN_REFUSED = "sign_in_refused"  # the tool server refused the person's token: not called
     EXCEPTION = "exception"  # the call raised: detail names the exception
     MODEL_ERROR = "model_error"  # the model gave no answer: detail says why
     DETECTED = "detected"  # a detection step: detail says what was found

@@ -58,6 +58,7 @@ def create_app(settings: LoopSettings | None = None, store: RunStore | None = No
             recheck_seconds=settings.rejected_token_cache_seconds,
         )
         model = _model(settings, metrics)
+        rejected = RejectedTokens(settings.rejected_token_cache_seconds)
         manager = RunManager(
             pool=pool,
             model=model,
@@ -69,6 +70,7 @@ def create_app(settings: LoopSettings | None = None, store: RunStore | None = No
             session_max_messages=settings.session_max_messages,
             instance_id=settings.identity,
             lease_seconds=settings.lease_seconds,
+            rejected=rejected,
         )
         manager.mark_interrupted()
         lease = asyncio.create_task(manager.keep_lease())
@@ -76,7 +78,7 @@ def create_app(settings: LoopSettings | None = None, store: RunStore | None = No
         app.state.metrics = metrics
         app.state.manager = manager
         app.state.auth_guard = AuthGuard(
-            RejectedTokens(settings.rejected_token_cache_seconds),
+            rejected,
             FailureLimiter(settings.auth_failure_limit, settings.auth_failure_window_seconds),
         )
         app.state.probe = httpx2.AsyncClient(timeout=3.0)

@@ -31,6 +31,10 @@ from .context import (
 
 MAX_TURNS_ANSWER = "已達最大輪次上限，未能完成任務。"
 UNAVAILABLE_ANSWER = "差勤系統暫時無法連線，這次的請求沒有完成，請稍後再試。"
+SIGN_IN_REFUSED_ANSWER = (
+    "你的登入已失效（可能已過期、被撤銷，或帳號已停用），差勤系統拒絕了這次的操作。"
+    "請重新登入後再試一次。"
+)
 UNKNOWN_OUTCOME_ANSWER = (
     "{tool} 逾時，無法確認這個變更是否已經生效（剛查詢時{seen}；變更仍可能稍後才生效）。"
     "請稍後再查詢這張假單確認目前的狀態，確認之前請不要重做。"
@@ -74,6 +78,11 @@ class ModelContextExceeded(ModelError):
 class ToolsUnavailable(Exception):
     """The tool server could not be reached, or the connection broke during a call (so a write
     may or may not have been applied)."""
+
+
+class SignInRefused(Exception):
+    """The tool server no longer takes the person's sign-in (the token revoked or expired, the
+    person deactivated): nothing can be done for them until they sign in again."""
 
 
 class Model(Protocol):
@@ -261,6 +270,8 @@ class AgentLoop:
                 return state.result(
                     RunStatus.FAILED, UNAVAILABLE_ANSWER, reason=_unavailable(error)
                 )
+            except SignInRefused as error:
+                return _refused_sign_in(state, error)
             state.tools = [t.openai_tool() for t in catalogue.values()]
             system = {"role": "system", "content": config.system_prompt}
             window = await self._context_window()
@@ -286,6 +297,8 @@ class AgentLoop:
                 if stop_call is not None:
                     return self._finish_with_stop_tool(stop_call, calls, state)
                 await self._run_tool_calls(calls, catalogue, tools, state, emit)
+                if state.sign_in_refused is not None:  # no call can succeed: end and say why
+                    return _refused_sign_in(state, state.sign_in_refused)
                 if state.unreachable:  # the model would only guess: end and say so
                     return self._finish_unreachable(catalogue, state)
                 if state.unknown:  # a write may or may not apply: say so, never "not done"
@@ -478,6 +491,10 @@ class AgentLoop:
             except asyncio.CancelledError:
                 state.close(step, StepOutcome.CANCELLED)
                 raise
+            except SignInRefused as error:
+                text = f"{TOOL_ERROR_PREFIX} 差勤系統拒絕了使用者的登入，工具 {name} 沒有執行。"
+                step.end(StepOutcome.SIGN_IN_REFUSED, str(error))
+                state.sign_in_refused = error
             except ToolsUnavailable as error:
                 text = f"{TOOL_ERROR_PREFIX} 差勤系統暫時無法連線，工具 {name} 沒有回應。"
                 step.end(StepOutcome.UNAVAILABLE, str(error))
@@ -564,6 +581,7 @@ class _RunState:
         self.pending: list[str] = []
         self.detections: list[str] = []
         self.unreachable: list[Unreachable] = []
+        self.sign_in_refused: SignInRefused | None = None
         self.unknown: list[UnknownOutcome] = []
         self._open: dict[Step, float] = {}  # steps started, not closed: their perf_counter start
 
@@ -620,6 +638,12 @@ class _RunState:
 
 def _unavailable(error: ToolsUnavailable) -> str:
     return f"tools_unavailable: {error}"
+
+
+def _refused_sign_in(state: _RunState, error: SignInRefused) -> RunResult:
+    return state.result(
+        RunStatus.FAILED, SIGN_IN_REFUSED_ANSWER, reason=f"sign_in_refused: {error}"
+    )
 
 
 def _as_appended(message: dict[str, Any]) -> dict[str, Any]:

@@ -58,7 +58,13 @@ class McpUnauthorized(Exception):
 
 
 class McpUnavailable(Exception):
-    """The MCP server could not be reached or the connection broke."""
+    """The MCP server could not be reached, the connection broke, or the server said it is
+    unavailable (503: e.g. it cannot check sign-ins while the identity provider's keys are
+    stale); `retry_after` is its Retry-After in seconds when it gave one."""
+
+    def __init__(self, message: str, retry_after: int | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 def tool_info(tool: Tool) -> ToolInfo:
@@ -88,6 +94,8 @@ class McpConnection:
         self._error: BaseException | None = None
         self._owner: asyncio.Task[None] | None = None
         self._refused = False  # the server answered 401: the token is not (or no longer) valid
+        # the server's last answer was 503 (with its Retry-After, if any); a 2xx clears it
+        self._unavailable: tuple[int | None] | None = None
         self._broken = False
         self.last_used = time.monotonic()
         self.verified_at = time.monotonic()  # when the server last accepted the token
@@ -116,6 +124,8 @@ class McpConnection:
             await self.close()
             if self._refused:
                 raise McpUnauthorized("the MCP server refused the token")
+            if self._unavailable is not None:
+                raise self._said_unavailable()
             raise McpUnavailable(f"cannot connect to the MCP server: {_describe(self._error)}")
 
     async def _own(self) -> None:
@@ -131,6 +141,10 @@ class McpConnection:
             # The SDK turns HTTP errors into a generic JSON-RPC error; keep the 401 apart.
             if response.status_code == 401:
                 self._refused = True
+            elif response.status_code == 503:
+                self._unavailable = (_seconds(response.headers.get("retry-after")),)
+            elif response.is_success:
+                self._unavailable = None
 
         try:
             async with (
@@ -177,9 +191,7 @@ class McpConnection:
             listed = await asyncio.wait_for(client.list_tools(), self._connect_timeout)
         except MCPError as error:
             self._broken = True
-            if self._refused:
-                raise McpUnauthorized("the MCP server refused the token") from error
-            raise McpUnavailable(f"MCP connection lost: {error.error.message}") from error
+            raise self._failure(error) or self._lost(error) from error
         except TimeoutError as error:
             self._broken = True
             raise McpUnavailable("the MCP server did not answer in time") from error
@@ -189,7 +201,13 @@ class McpConnection:
     async def tools(self) -> list[ToolInfo]:
         if self._tools is None:
             client = self._require()
-            listed = await asyncio.wait_for(client.list_tools(), self._read_timeout)
+            try:
+                listed = await asyncio.wait_for(client.list_tools(), self._read_timeout)
+            except MCPError as error:
+                failure = self._failure(error)
+                if failure is None:
+                    raise
+                raise failure from error
             self._tools = [tool_info(t) for t in listed.tools]
         return self._tools
 
@@ -200,15 +218,33 @@ class McpConnection:
         try:
             result = await client.call_tool(name, arguments)
         except MCPError as error:
-            if self._refused:
-                self._broken = True
-                raise McpUnauthorized("the MCP server refused the token") from error
-            if error.error.message in TRANSPORT_FAILURES:
-                self._broken = True
-                raise McpUnavailable(f"MCP connection lost: {error.error.message}") from error
-            raise
+            failure = self._failure(error)
+            if failure is None:
+                raise
+            raise failure from error
         text = "\n".join(getattr(block, "text", "") for block in result.content)
         return ToolResult(text, bool(result.is_error), result.structured_content)
+
+    def _failure(self, error: MCPError) -> McpUnauthorized | McpUnavailable | None:
+        """What an MCP error says of the connection: the token refused (401), the server
+        unavailable (503), the transport broken; None for an error of the call itself."""
+        if self._refused:
+            self._broken = True
+            return McpUnauthorized("the MCP server refused the token")
+        if self._unavailable is not None:
+            return self._said_unavailable()
+        if error.error.message in TRANSPORT_FAILURES:
+            self._broken = True
+            return self._lost(error)
+        return None
+
+    def _said_unavailable(self) -> McpUnavailable:
+        (retry_after,) = self._unavailable or (None,)
+        return McpUnavailable("the MCP server answered 503 (unavailable)", retry_after)
+
+    @staticmethod
+    def _lost(error: MCPError) -> McpUnavailable:
+        return McpUnavailable(f"MCP connection lost: {error.error.message}")
 
     def _require(self) -> Client:
         if self._client is None:
@@ -266,6 +302,13 @@ class McpPool:
         """True when this token has a live connection the server accepted recently."""
         return self._trusted(self._connections.get(hash_token(token)))
 
+    def forget(self, token: str) -> None:
+        """Stop trusting the token's connection (the server refused it): the next request
+        with it asks the server again. The connection is closed when next evicted."""
+        connection = self._connections.get(hash_token(token))
+        if connection is not None:
+            connection.verified_at = float("-inf")
+
     async def connection(self, token: str) -> McpConnection:
         key = hash_token(token)
         existing = self._connections.get(key)
@@ -319,6 +362,14 @@ class McpPool:
     async def close(self) -> None:
         connections, self._connections = list(self._connections.values()), {}
         await asyncio.gather(*(c.close() for c in connections), return_exceptions=True)
+
+
+def _seconds(retry_after: str | None) -> int | None:
+    """Retry-After in seconds (the delay form; a date is rare here and read as unknown)."""
+    try:
+        return max(0, int(retry_after)) if retry_after is not None else None
+    except ValueError:
+        return None
 
 
 def _describe(error: BaseException | None) -> str:

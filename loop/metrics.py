@@ -10,7 +10,7 @@ from common.cost import CostSettings, CostSettingsCollector
 from .engine import RunStatus
 
 # The label values each counter takes (runs.RunTools, the model client and the engine say which).
-TOOL_OUTCOMES = ("ok", "tool_error", "error", "unavailable")
+TOOL_OUTCOMES = ("ok", "tool_error", "error", "unavailable", "sign_in_refused")
 CONFIRMATION_OUTCOMES = ("accepted", "declined", "cancelled")
 DETECTIONS = ("tool_call_in_content", "length")
 # Retried model errors: any 5xx is retried, these are the ones vLLM and proxies answer with.

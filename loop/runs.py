@@ -19,6 +19,7 @@ from opentelemetry.trace import Span
 from common.credentials import hash_token
 from common.sqlite import utcnow
 
+from .auth_guard import RejectedTokens
 from .engine import (
     AgentLoop,
     Checkpoint,
@@ -27,11 +28,18 @@ from .engine import (
     Model,
     RunResult,
     RunStatus,
+    SignInRefused,
     ToolInfo,
     ToolResult,
     ToolsUnavailable,
 )
-from .mcp_pool import McpConnection, McpPool, McpUnavailable, current_confirm_handler
+from .mcp_pool import (
+    McpConnection,
+    McpPool,
+    McpUnauthorized,
+    McpUnavailable,
+    current_confirm_handler,
+)
 from .metrics import LoopMetrics
 from .model import current_session
 from .store import RunRecord, RunStore
@@ -143,6 +151,8 @@ class RunTools:
             specs = await (await self._conn()).tools()
         except McpUnavailable as error:
             raise ToolsUnavailable(str(error)) from error
+        except McpUnauthorized as error:
+            raise self._refused(error) from error
         self._specs = {s.name: s for s in specs}
         return specs
 
@@ -164,6 +174,9 @@ class RunTools:
             except McpUnavailable as error:
                 outcome = "unavailable"
                 raise ToolsUnavailable(str(error)) from error
+            except McpUnauthorized as error:
+                outcome = "sign_in_refused"
+                raise self._refused(error) from error
             outcome = "tool_error" if result.is_error else "ok"
             return result
         finally:
@@ -171,6 +184,12 @@ class RunTools:
             metrics.tool_duration.labels(name, outcome).observe(time.perf_counter() - started)
             if self._run.cancelling and self._run.task is not None:
                 self._run.task.cancel()  # the server has had its answer: now stop the run
+
+    def _refused(self, error: McpUnauthorized) -> SignInRefused:
+        """The token is no longer taken: the loop forgets it (its next request is a 401
+        without asking the MCP server again) and the run ends saying so."""
+        self._manager.forget_token(self._token)
+        return SignInRefused(str(error))
 
     async def _confirm(self, message: str, schema: dict[str, Any]) -> ElicitResult:
         run, metrics = self._run, self._manager.metrics
@@ -220,8 +239,10 @@ class RunManager:
         session_max_messages: int,
         instance_id: str = "loop",
         lease_seconds: float = 30.0,
+        rejected: RejectedTokens | None = None,
     ) -> None:
         self.pool = pool
+        self.rejected = rejected or RejectedTokens(30.0)  # shared with the sign-in check
         self.instance_id = instance_id  # who owns the runs this manager starts
         self.lease_seconds = lease_seconds
         self.config = config
@@ -232,6 +253,12 @@ class RunManager:
         self._slots = asyncio.Semaphore(max_concurrent_runs)
         self._session_max = session_max_messages
         self.active: dict[str, ActiveRun] = {}
+
+    def forget_token(self, token: str) -> None:
+        """A token the MCP server refused during a run: drop its connection and remember the
+        refusal, as a refusal at sign-in is remembered."""
+        self.pool.forget(token)
+        self.rejected.add(hash_token(token))
 
     async def authenticate(self, token: str) -> str:
         """The user key for a token the MCP server accepts (raises McpUnauthorized)."""

@@ -18,6 +18,8 @@ logger = logging.getLogger(__name__)
 # RFC 6750 b64token: what a bearer token may contain; anything else is refused before it is
 # put into a header of our own (a non-ASCII one cannot even be encoded there).
 BEARER_TOKEN = re.compile(r"[A-Za-z0-9._~+/-]+=*")
+# When to try again after the MCP server could not be reached (it gave no Retry-After itself).
+UNAVAILABLE_RETRY_SECONDS = 5
 # The OpenAPI security scheme of every route that takes a user; the route answers a missing
 # token itself (auto_error off), with its own message and the failure limiter.
 BEARER = HTTPBearer(
@@ -82,7 +84,10 @@ async def current_user(
         raise refused("the leave system does not accept this token") from None
     except McpUnavailable as error:  # the detail is for the operator, not the caller
         logger.warning("authentication: %s", error)
-        raise HTTPException(503, "the leave MCP server is unavailable") from None
+        wait = error.retry_after if error.retry_after is not None else UNAVAILABLE_RETRY_SECONDS
+        raise HTTPException(
+            503, "the leave MCP server is unavailable", {"Retry-After": str(wait)}
+        ) from None
     return User(token=token, key=key)
 
 

@@ -108,6 +108,42 @@ def test_a_token_revoked_while_the_loop_holds_its_connection_is_refused_within_t
         assert time.monotonic() - revoked < 5
 
 
+def test_a_run_whose_token_is_revoked_while_the_loop_trusts_it_fails_saying_sign_in_again(
+    tmp_path,
+):
+    """Within the trust period the loop lets the revoked token in, but the MCP server refuses
+    the run's tool call: the run fails with a reason that says so (never `completed`), tells the
+    person to sign in again, and the loop forgets the token."""
+    with (
+        mcp_server(tmp_path) as mcp,
+        model_simulator(tmp_path, profile="instant") as sim,
+        loop_service(tmp_path, f"{sim}/v1", f"{mcp}/mcp", rejected_token_cache_seconds="300") as (
+            loop,
+            _,
+        ),
+    ):
+        database = {"MCP_DATABASE_URL": f"sqlite:///{next(tmp_path.glob('leave-*.db'))}"}
+        issued, said = run_to_exit(["mcp_server", "issue-token", "E001"], database)
+        assert issued == 0, said
+        token, note = said.splitlines()
+        headers = {"Authorization": f"Bearer {token}"}
+        ask = {"input": "查一下我的假單"}
+        first = httpx.post(f"{loop}/v1/runs", json=ask, headers=headers, timeout=60).json()
+        assert first["status"] == "completed", first
+        assert run_to_exit(["mcp_server", "revoke-token", note.split()[1]], database)[0] == 0
+        run = httpx.post(f"{loop}/v1/runs", json=ask, headers=headers, timeout=60)
+        asked = mcp_refusals(Services(loop, mcp))
+        after = get_run(loop, headers)
+        assert mcp_refusals(Services(loop, mcp)) == asked  # forgotten: refused unasked
+    assert run.status_code == 200, run.text
+    final = run.json()
+    assert final["status"] == "failed", final
+    assert final["reason"].startswith("sign_in_refused: "), final
+    assert "重新登入" in final["answer"]
+    assert [s["error"] for s in final["steps"] if s["type"] == "tool"] == ["sign_in_refused"]
+    assert after.status_code == 401, after.text
+
+
 def test_a_token_still_taken_is_let_in_again_after_the_loop_asks_the_server(tmp_path):
     """With no trust period every request re-asks the MCP server over the open connection."""
     with (

@@ -4,11 +4,12 @@ real loop reaches their own leaves and nobody else's."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from loop.mcp_pool import McpPool, McpUnavailable
 from tests.support import (
     free_port,
     loop_service,
@@ -189,3 +191,75 @@ def test_a_signed_in_user_reaches_their_own_leaves_through_the_loop_and_no_one_e
                             headers={"Authorization": f"Bearer {unsigned()}"}, timeout=60)  # fmt: skip
     assert owners == {"E001": {"E001"}, "E002": {"E002"}}
     assert forged.status_code == 401
+
+
+def test_a_sign_in_outage_ends_a_held_tokens_run_tools_unavailable_and_a_new_token_gets_retry_after(
+    provider, mcp, tmp_path
+):
+    """The identity provider's keys stale past MCP_OIDC_JWKS_MAX_STALE_SECONDS: the MCP server
+    answers 503 with Retry-After. A run with a token the loop already holds ends as documented
+    (tools_unavailable, an answer saying so); a token the loop has not seen gets the 503 with
+    the server's Retry-After."""
+    base, _, _ = mcp
+    held = {"Authorization": f"Bearer {provider.token(employee_id='E001')}"}
+    new = {"Authorization": f"Bearer {provider.token(employee_id='E002')}"}
+    ask = {"input": "查一下我的假單"}
+    with (
+        model_simulator(tmp_path, profile="instant") as sim,
+        loop_service(tmp_path, f"{sim}/v1", f"{base}/mcp", rejected_token_cache_seconds="300") as (
+            loop,
+            _,
+        ),
+    ):
+        before = httpx.post(f"{loop}/v1/runs", json=ask, headers=held, timeout=60).json()
+        assert before["status"] == "completed", before
+        provider.answering.clear()
+        try:
+            wait_until(lambda: initialize(base, provider.token()).status_code == 503, timeout=15,
+                       what="503 once the held keys are too old")  # fmt: skip
+            run = httpx.post(f"{loop}/v1/runs", json=ask, headers=held, timeout=60)
+            refused = httpx.post(f"{loop}/v1/runs", json=ask, headers=new, timeout=60)
+        finally:
+            provider.answering.set()
+        wait_until(lambda: initialize(base, provider.token()).status_code == 200, timeout=15,
+                   what="sign-ins again once the provider answers")  # fmt: skip
+    assert run.status_code == 200, run.text
+    final = run.json()
+    assert final["status"] == "failed", final
+    assert final["reason"].startswith("tools_unavailable: "), final
+    assert "503" in final["reason"]
+    assert final["answer"], final
+    assert refused.status_code == 503, refused.text
+    assert refused.headers["retry-after"] == "30"
+
+
+async def test_a_held_connection_that_lists_its_tools_during_an_outage_is_told_unavailable(
+    provider, mcp
+):
+    """A connection opened while the keys were fresh lists its tools only when a run first
+    asks: a 503 then is McpUnavailable with the server's Retry-After, not a bare MCPError
+    (which ended runs `failed` with no reason the docs name and no answer)."""
+    base, _, _ = mcp
+    pool = McpPool(f"{base}/mcp")
+    try:
+        connection = await pool.connection(provider.token())
+        provider.answering.clear()
+        try:
+            await wait_until_async(
+                lambda: initialize(base, provider.token()).status_code == 503,
+                what="503 once the held keys are too old",
+            )
+            with pytest.raises(McpUnavailable) as unavailable:
+                await connection.tools()
+        finally:
+            provider.answering.set()
+    finally:
+        await pool.close()
+    assert unavailable.value.retry_after == 30
+    wait_until(lambda: initialize(base, provider.token()).status_code == 200, timeout=15,
+               what="sign-ins again once the provider answers")  # fmt: skip
+
+
+async def wait_until_async(check: Callable[[], bool], *, what: str, timeout: float = 15) -> None:
+    """wait_until for a test on the event loop: the blocking check runs on a thread."""
+    await asyncio.to_thread(wait_until, check, timeout=timeout, what=what)
