@@ -260,6 +260,6 @@ async def test_a_held_connection_that_lists_its_tools_during_an_outage_is_told_u
                what="sign-ins again once the provider answers")  # fmt: skip
 
 
-async def wait_until_async(check: Callable[[], bool], *, what: str, timeout: float = 15) -> None:
+async def wait_until_async(check: Callable[[], bool], *, what: str) -> None:
     """wait_until for a test on the event loop: the blocking check runs on a thread."""
-    await asyncio.to_thread(wait_until, check, timeout=timeout, what=what)
+    await asyncio.to_thread(wait_until, check, timeout=15, what=what)
