@@ -62,10 +62,12 @@ class Policy:
 
     gpu: bool  # vLLM pods request GPUs and land on GPU nodes
     ships_secrets: bool  # False: every Secret is the site's (external-secrets.yaml)
+    # True: MCP_ENV=development, whose migration seeds demo employees with known demo tokens
+    demo_data: bool = False
 
 
 POLICIES = {
-    "sim": Policy(gpu=False, ships_secrets=True),
+    "sim": Policy(gpu=False, ships_secrets=True, demo_data=True),
     "gpu": Policy(gpu=True, ships_secrets=False),
     "prod": Policy(gpu=True, ships_secrets=False),
 }
@@ -427,6 +429,23 @@ def check_required_values(objects: list[Obj], policy: Policy) -> list[str]:
     return problems
 
 
+def check_production_mode(objects: list[Obj], policy: Policy) -> list[str]:
+    """Outside the demo overlay every MCP_ENV is production: in development the migration Job
+    seeds demo employees whose tokens are published, into the site's own database."""
+    if policy.demo_data:
+        return []
+    problems = []
+    for obj in _workloads(objects):
+        for path, container in containers(obj):
+            value = _setting(objects, container, "MCP_ENV", policy)
+            if value is not None and value != "production":
+                problems.append(
+                    f"{ref(obj)}: {path}.env[MCP_ENV]: {value!r}; only the sim overlay may seed "
+                    "demo data (production here)"
+                )
+    return problems
+
+
 def check_router(objects: list[Obj]) -> list[str]:
     """The router discovers this namespace's Ready vLLM pods with a namespaced Role, hashes on
     the session, and listens (metrics included) on every address."""
@@ -690,6 +709,7 @@ def check(objects: list[Obj], policy: Policy) -> list[str]:
         *check_secret_refs(objects, policy),
         *check_single_writer_databases(objects, policy),
         *check_required_values(objects, policy),
+        *check_production_mode(objects, policy),
         *check_router(objects),
         *check_vllm(objects, policy),
         *check_autoscalers(objects),

@@ -343,3 +343,18 @@ def test_a_loop_grace_period_shorter_than_a_pending_confirmation(rendered):
     assert problems(objects, "sim") == [
         "Deployment/loop: spec.template.spec.terminationGracePeriodSeconds: 60 s is not longer than preStop 5 s + LOOP_CONFIRMATION_TIMEOUT_SECONDS 120 s + the loop's 10 s for its runs to record themselves"
     ]
+
+
+def test_development_mode_outside_the_sim_overlay(rendered):
+    objects = rendered("gpu")
+    settings = next(
+        o
+        for o in objects
+        if o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith("mcp-server-settings")
+    )
+    settings["data"]["MCP_ENV"] = "development"
+    assert sorted(problems(objects, "gpu")) == [
+        f"{workload}: containers[{name}].env[MCP_ENV]: 'development'; only the sim overlay may "
+        "seed demo data (production here)"
+        for workload, name in (("Deployment/mcp-server", "mcp-server"), ("Job/mcp-migrate", "migrate"))
+    ]

@@ -34,19 +34,18 @@ def test_each_overlay_carries_what_it_is_for(rendered):
         assert kinds["PodDisruptionBudget"] >= 4 and kinds["NetworkPolicy"] >= 12
 
 
-def test_prod_runs_the_mcp_server_in_production_mode(rendered):
-    settings = next(
-        o
-        for o in rendered("prod")
-        if o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith("mcp-server-settings")
-    )
-    assert settings["data"]["MCP_ENV"] == "production"
-    sim_settings = next(
-        o
-        for o in rendered("sim")
-        if o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith("mcp-server-settings")
-    )
-    assert sim_settings["data"]["MCP_ENV"] == "development"
+@pytest.mark.parametrize(
+    ("overlay", "mode"), [("sim", "development"), ("gpu", "production"), ("prod", "production")]
+)
+def test_only_sim_seeds_demo_data(rendered, overlay, mode):
+    """The migration Job and the servers read one MCP_ENV: development seeds demo employees
+    with published demo tokens, which only the sim overlay's own PostgreSQL may hold."""
+    objects = rendered(overlay)
+    for name in ("mcp-server", "mcp-migrate"):
+        workload = find(objects, "Job" if name == "mcp-migrate" else "Deployment", name)
+        for _, serving in k8s.containers(workload):
+            if serving.get("envFrom"):
+                assert k8s._setting(objects, serving, "MCP_ENV", None) == mode, name
 
 
 def test_the_drain_holds_on_the_rendered_vllm_pod(rendered):
