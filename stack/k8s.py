@@ -48,6 +48,11 @@ ROUTER_FLAGS = {
     "--prometheus-host": "0.0.0.0",
 }
 ROUTER_SELECTOR = "app.kubernetes.io/name=vllm"
+# The pods allowed to run as root, and why; and the capabilities a container may add back.
+ROOT_ALLOWED = {
+    "DaemonSet/dcgm-exporter": "DCGM and the kubelet's pod-resources socket need root",
+}
+CAPABILITIES_ALLOWED = {"DaemonSet/dcgm-exporter": {"SYS_ADMIN"}}  # DCGM's profiling fields
 
 Obj = dict[str, Any]
 
@@ -446,6 +451,62 @@ def check_production_mode(objects: list[Obj], policy: Policy) -> list[str]:
     return problems
 
 
+def _bound_accounts(objects: list[Obj]) -> set[str]:
+    return {
+        str(subject.get("name"))
+        for o in objects
+        if o.get("kind") == "RoleBinding"
+        for subject in o.get("subjects") or []
+    }
+
+
+def check_pod_security(objects: list[Obj]) -> list[str]:
+    """Every pod: no service-account token unless its account is bound to a Role (the
+    router's pod watcher), seccomp RuntimeDefault, not root (ROOT_ALLOWED aside), an fsGroup
+    where it mounts a claim; every container: no privilege escalation, ALL capabilities
+    dropped (CAPABILITIES_ALLOWED added back)."""
+    problems = []
+    bound = _bound_accounts(objects)
+    for obj in _workloads(objects):
+        spec, name = pod_spec(obj) or {}, ref(obj)
+        pod = spec.get("securityContext") or {}
+        account = spec.get("serviceAccountName")
+        if spec.get("automountServiceAccountToken") is not False and account not in bound:
+            problems.append(
+                f"{name}: spec.template.spec.automountServiceAccountToken: must be false "
+                "(nothing in this pod talks to the API server)"
+            )
+        claims = [v for v in spec.get("volumes") or [] if v.get("persistentVolumeClaim")]
+        if (claims or obj.get("spec", {}).get("volumeClaimTemplates")) and "fsGroup" not in pod:
+            problems.append(
+                f"{name}: spec.template.spec.securityContext.fsGroup: missing (it mounts a claim)"
+            )
+        for path, container in containers(obj):
+            own = container.get("securityContext") or {}
+            seccomp = (own.get("seccompProfile") or pod.get("seccompProfile") or {}).get("type")
+            if seccomp != "RuntimeDefault":
+                problems.append(f"{name}: {path}.securityContext.seccompProfile: not RuntimeDefault")
+            non_root = own.get("runAsNonRoot", pod.get("runAsNonRoot"))
+            user = own.get("runAsUser", pod.get("runAsUser"))
+            if name not in ROOT_ALLOWED and (non_root is not True or user in (None, 0)):
+                problems.append(
+                    f"{name}: {path}.securityContext.runAsNonRoot: must run as a non-root uid"
+                )
+            if own.get("allowPrivilegeEscalation") is not False:
+                problems.append(
+                    f"{name}: {path}.securityContext.allowPrivilegeEscalation: must be false"
+                )
+            capabilities = own.get("capabilities") or {}
+            if "ALL" not in (capabilities.get("drop") or []):
+                problems.append(f"{name}: {path}.securityContext.capabilities.drop: not ALL")
+            extra = set(capabilities.get("add") or []) - CAPABILITIES_ALLOWED.get(name, set())
+            if extra:
+                problems.append(
+                    f"{name}: {path}.securityContext.capabilities.add: {sorted(extra)} not allowed"
+                )
+    return problems
+
+
 def check_router(objects: list[Obj]) -> list[str]:
     """The router discovers this namespace's Ready vLLM pods with a namespaced Role, hashes on
     the session, and listens (metrics included) on every address."""
@@ -710,6 +771,7 @@ def check(objects: list[Obj], policy: Policy) -> list[str]:
         *check_single_writer_databases(objects, policy),
         *check_required_values(objects, policy),
         *check_production_mode(objects, policy),
+        *check_pod_security(objects),
         *check_router(objects),
         *check_vllm(objects, policy),
         *check_autoscalers(objects),
