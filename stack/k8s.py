@@ -318,6 +318,65 @@ def check_pdbs(objects: list[Obj]) -> list[str]:
     return problems
 
 
+def _min_replicas(objects: list[Obj], workload: Obj) -> tuple[int, str]:
+    """The fewest replicas the workload can be left with by its autoscaler, and what says so
+    (an autoscaler owns the count: spec.replicas no longer holds once one targets it)."""
+    count, source = int(workload["spec"].get("replicas", 1)), "spec.replicas"
+    name, kind = workload["metadata"]["name"], workload["kind"]
+    for obj in objects:
+        target = obj.get("spec", {}).get("scaleTargetRef", {})
+        if target.get("name") != name or target.get("kind", "Deployment") != kind:
+            continue
+        if obj.get("kind") == "HorizontalPodAutoscaler":
+            count, source = int(obj["spec"].get("minReplicas", 1)), f"{ref(obj)} minReplicas"
+        elif obj.get("kind") == "ScaledObject":
+            # KEDA's default minimum is 0
+            count = int(obj["spec"].get("minReplicaCount", 0))
+            source = f"{ref(obj)} minReplicaCount"
+    return count, source
+
+
+def _scaled(value: int | str, expected: int) -> int:
+    """An IntOrString of a PDB as the disruption controller reads it (percentages round up)."""
+    if isinstance(value, str) and value.endswith("%"):
+        return -(-int(value[:-1]) * expected // 100)
+    return int(value)
+
+
+def disruptions_allowed(budget: Obj, expected: int, healthy: int) -> int:
+    """How many pods the PodDisruptionBudget lets an eviction take, as Kubernetes computes it
+    (pkg/controller/disruption): healthy − desired healthy, never below 0."""
+    spec = budget["spec"]
+    if "minAvailable" in spec:
+        desired = _scaled(spec["minAvailable"], expected)
+    elif "maxUnavailable" in spec:
+        desired = expected - _scaled(spec["maxUnavailable"], expected)
+    else:
+        desired = 0
+    return max(0, healthy - desired)
+
+
+def check_last_replica(objects: list[Obj]) -> list[str]:
+    """No PodDisruptionBudget lets a drain evict a workload's last ready replica at the fewest
+    replicas its autoscaler may leave it with (KEDA at 1 with maxUnavailable: 1 would)."""
+    problems = []
+    budgets = [o for o in objects if o.get("kind") == "PodDisruptionBudget"]
+    for obj in objects:
+        if obj.get("kind") not in ("Deployment", "StatefulSet"):
+            continue
+        fewest, source = _min_replicas(objects, obj)
+        for budget in budgets:
+            if not _matches(budget["spec"].get("selector") or {}, pod_labels(obj)):
+                continue
+            # every replica ready, and each one the budget lets go evicted in turn
+            if fewest and disruptions_allowed(budget, fewest, fewest) >= fewest:
+                problems.append(
+                    f"{ref(budget)}: spec: lets a drain evict the last ready replica of "
+                    f"{ref(obj)} at {fewest} replica(s) ({source})"
+                )
+    return problems
+
+
 @cache
 def external_secrets() -> dict[str, dict[str, str]]:
     """The Secrets the gpu and prod overlays use and the site creates: name → key → what."""
@@ -767,6 +826,7 @@ def check(objects: list[Obj], policy: Policy) -> list[str]:
         *check_images(objects),
         *check_drain(objects),
         *check_pdbs(objects),
+        *check_last_replica(objects),
         *check_secret_refs(objects, policy),
         *check_single_writer_databases(objects, policy),
         *check_required_values(objects, policy),
