@@ -63,6 +63,8 @@ def test_keda_at_one_replica_with_max_unavailable_one_fails_the_check(rendered):
         "Deployment/vllm at 1 replica(s) (ScaledObject/vllm minReplicaCount)"
     ]
     # the other way to make them consistent: a budget that keeps one
-    budget = next(o for o in objects if o["kind"] == "PodDisruptionBudget" and o["metadata"]["name"] == "vllm")
+    budget = next(
+        o for o in objects if o["kind"] == "PodDisruptionBudget" and o["metadata"]["name"] == "vllm"
+    )
     budget["spec"] = {"minAvailable": 1, "selector": budget["spec"]["selector"]}
     assert k8s.check_last_replica(objects) == []

@@ -356,7 +356,10 @@ def test_development_mode_outside_the_sim_overlay(rendered):
     assert sorted(problems(objects, "gpu")) == [
         f"{workload}: containers[{name}].env[MCP_ENV]: 'development'; only the sim overlay may "
         "seed demo data (production here)"
-        for workload, name in (("Deployment/mcp-server", "mcp-server"), ("Job/mcp-migrate", "migrate"))
+        for workload, name in (
+            ("Deployment/mcp-server", "mcp-server"),
+            ("Job/mcp-migrate", "migrate"),
+        )
     ]
 
 
