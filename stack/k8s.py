@@ -49,6 +49,13 @@ ROUTER_FLAGS = {
 }
 ROUTER_SELECTOR = "app.kubernetes.io/name=vllm"
 # The pods allowed to run as root, and why; and the capabilities a container may add back.
+# Settings naming a place a pod connects to outside the bundle, and the component whose
+# NetworkPolicy lets it (under default-deny, a pod reaches nothing else).
+EGRESS_SETTINGS = {
+    "MCP_OIDC_JWKS_URL": "components/oidc-egress",
+    "MCP_OTLP_TRACES_ENDPOINT": "components/otlp-egress",
+    "LOOP_OTLP_TRACES_ENDPOINT": "components/otlp-egress",
+}
 ROOT_ALLOWED = {
     "DaemonSet/dcgm-exporter": "DCGM and the kubelet's pod-resources socket need root",
 }
@@ -544,7 +551,9 @@ def check_pod_security(objects: list[Obj]) -> list[str]:
             own = container.get("securityContext") or {}
             seccomp = (own.get("seccompProfile") or pod.get("seccompProfile") or {}).get("type")
             if seccomp != "RuntimeDefault":
-                problems.append(f"{name}: {path}.securityContext.seccompProfile: not RuntimeDefault")
+                problems.append(
+                    f"{name}: {path}.securityContext.seccompProfile: not RuntimeDefault"
+                )
             non_root = own.get("runAsNonRoot", pod.get("runAsNonRoot"))
             user = own.get("runAsUser", pod.get("runAsUser"))
             if name not in ROOT_ALLOWED and (non_root is not True or user in (None, 0)):
@@ -562,6 +571,48 @@ def check_pod_security(objects: list[Obj]) -> list[str]:
             if extra:
                 problems.append(
                     f"{name}: {path}.securityContext.capabilities.add: {sorted(extra)} not allowed"
+                )
+    return problems
+
+
+def _url_port(url: str) -> int:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return parts.port or (443 if parts.scheme == "https" else 80)
+
+
+def _egress_ports(objects: list[Obj], labels: Mapping[str, str]) -> set[int] | None:
+    """The TCP ports the NetworkPolicies let pods with these labels reach; None: every port."""
+    ports: set[int] = set()
+    for obj in objects:
+        if obj.get("kind") != "NetworkPolicy" or "Egress" not in obj["spec"].get("policyTypes", []):
+            continue
+        if not _matches(obj["spec"].get("podSelector") or {}, labels):
+            continue
+        for rule in obj["spec"].get("egress") or []:
+            if not rule.get("ports"):
+                return None
+            ports |= {int(p["port"]) for p in rule["ports"] if isinstance(p.get("port"), int)}
+    return ports
+
+
+def check_egress(objects: list[Obj], policy: Policy) -> list[str]:
+    """A pod given a URL outside the bundle (EGRESS_SETTINGS) may reach its port: under the
+    default-deny policy a JWKS URL or trace collector without its egress fails at run time."""
+    problems = []
+    # The servers only: the migration Job reads the same settings but `seed` neither checks
+    # tokens nor sends spans.
+    for obj in (o for o in objects if o.get("kind") in WORKLOADS):
+        allowed = _egress_ports(objects, pod_labels(obj))
+        for path, container in containers(obj, init=False):
+            for name, component in EGRESS_SETTINGS.items():
+                url = _setting(objects, container, name, policy)
+                if not url or allowed is None or _url_port(url) in allowed:
+                    continue
+                problems.append(
+                    f"{ref(obj)}: {path}.env[{name}]: no NetworkPolicy lets it reach port "
+                    f"{_url_port(url)} (add {component})"
                 )
     return problems
 
@@ -832,6 +883,7 @@ def check(objects: list[Obj], policy: Policy) -> list[str]:
         *check_required_values(objects, policy),
         *check_production_mode(objects, policy),
         *check_pod_security(objects),
+        *check_egress(objects, policy),
         *check_router(objects),
         *check_vllm(objects, policy),
         *check_autoscalers(objects),
