@@ -30,13 +30,15 @@ def _calls_through(router: str) -> None:
 
 
 def _lines_per_call(tmp_path, **flags: str) -> float:
-    with processes.model_simulator(tmp_path, profile="instant") as worker:
-        with processes.vllm_router(tmp_path, [worker], **flags) as (router, _):
-            log = next(tmp_path.glob("router-*.log"))
-            _calls_through(router)  # connections and the hash ring warmed up
-            before = len(log.read_text(errors="replace").splitlines())
-            _calls_through(router)
-            after = len(log.read_text(errors="replace").splitlines())
+    with (
+        processes.model_simulator(tmp_path, profile="instant") as worker,
+        processes.vllm_router(tmp_path, [worker], **flags) as (router, _),
+    ):
+        log = next(tmp_path.glob("router-*.log"))
+        _calls_through(router)  # connections and the hash ring warmed up
+        before = len(log.read_text(errors="replace").splitlines())
+        _calls_through(router)
+        after = len(log.read_text(errors="replace").splitlines())
     return (after - before) / CALLS
 
 
