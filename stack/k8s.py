@@ -48,6 +48,18 @@ ROUTER_FLAGS = {
     "--prometheus-host": "0.0.0.0",
 }
 ROUTER_SELECTOR = "app.kubernetes.io/name=vllm"
+# The pods allowed to run as root, and why; and the capabilities a container may add back.
+# Settings naming a place a pod connects to outside the bundle, and the component whose
+# NetworkPolicy lets it (under default-deny, a pod reaches nothing else).
+EGRESS_SETTINGS = {
+    "MCP_OIDC_JWKS_URL": "components/oidc-egress",
+    "MCP_OTLP_TRACES_ENDPOINT": "components/otlp-egress",
+    "LOOP_OTLP_TRACES_ENDPOINT": "components/otlp-egress",
+}
+ROOT_ALLOWED = {
+    "DaemonSet/dcgm-exporter": "DCGM and the kubelet's pod-resources socket need root",
+}
+CAPABILITIES_ALLOWED = {"DaemonSet/dcgm-exporter": {"SYS_ADMIN"}}  # DCGM's profiling fields
 
 Obj = dict[str, Any]
 
@@ -62,10 +74,12 @@ class Policy:
 
     gpu: bool  # vLLM pods request GPUs and land on GPU nodes
     ships_secrets: bool  # False: every Secret is the site's (external-secrets.yaml)
+    # True: MCP_ENV=development, whose migration seeds demo employees with known demo tokens
+    demo_data: bool = False
 
 
 POLICIES = {
-    "sim": Policy(gpu=False, ships_secrets=True),
+    "sim": Policy(gpu=False, ships_secrets=True, demo_data=True),
     "gpu": Policy(gpu=True, ships_secrets=False),
     "prod": Policy(gpu=True, ships_secrets=False),
 }
@@ -311,6 +325,65 @@ def check_pdbs(objects: list[Obj]) -> list[str]:
     return problems
 
 
+def _min_replicas(objects: list[Obj], workload: Obj) -> tuple[int, str]:
+    """The fewest replicas the workload can be left with by its autoscaler, and what says so
+    (an autoscaler owns the count: spec.replicas no longer holds once one targets it)."""
+    count, source = int(workload["spec"].get("replicas", 1)), "spec.replicas"
+    name, kind = workload["metadata"]["name"], workload["kind"]
+    for obj in objects:
+        target = obj.get("spec", {}).get("scaleTargetRef", {})
+        if target.get("name") != name or target.get("kind", "Deployment") != kind:
+            continue
+        if obj.get("kind") == "HorizontalPodAutoscaler":
+            count, source = int(obj["spec"].get("minReplicas", 1)), f"{ref(obj)} minReplicas"
+        elif obj.get("kind") == "ScaledObject":
+            # KEDA's default minimum is 0
+            count = int(obj["spec"].get("minReplicaCount", 0))
+            source = f"{ref(obj)} minReplicaCount"
+    return count, source
+
+
+def _scaled(value: int | str, expected: int) -> int:
+    """An IntOrString of a PDB as the disruption controller reads it (percentages round up)."""
+    if isinstance(value, str) and value.endswith("%"):
+        return -(-int(value[:-1]) * expected // 100)
+    return int(value)
+
+
+def disruptions_allowed(budget: Obj, expected: int, healthy: int) -> int:
+    """How many pods the PodDisruptionBudget lets an eviction take, as Kubernetes computes it
+    (pkg/controller/disruption): healthy − desired healthy, never below 0."""
+    spec = budget["spec"]
+    if "minAvailable" in spec:
+        desired = _scaled(spec["minAvailable"], expected)
+    elif "maxUnavailable" in spec:
+        desired = expected - _scaled(spec["maxUnavailable"], expected)
+    else:
+        desired = 0
+    return max(0, healthy - desired)
+
+
+def check_last_replica(objects: list[Obj]) -> list[str]:
+    """No PodDisruptionBudget lets a drain evict a workload's last ready replica at the fewest
+    replicas its autoscaler may leave it with (KEDA at 1 with maxUnavailable: 1 would)."""
+    problems = []
+    budgets = [o for o in objects if o.get("kind") == "PodDisruptionBudget"]
+    for obj in objects:
+        if obj.get("kind") not in ("Deployment", "StatefulSet"):
+            continue
+        fewest, source = _min_replicas(objects, obj)
+        for budget in budgets:
+            if not _matches(budget["spec"].get("selector") or {}, pod_labels(obj)):
+                continue
+            # every replica ready, and each one the budget lets go evicted in turn
+            if fewest and disruptions_allowed(budget, fewest, fewest) >= fewest:
+                problems.append(
+                    f"{ref(budget)}: spec: lets a drain evict the last ready replica of "
+                    f"{ref(obj)} at {fewest} replica(s) ({source})"
+                )
+    return problems
+
+
 @cache
 def external_secrets() -> dict[str, dict[str, str]]:
     """The Secrets the gpu and prod overlays use and the site creates: name → key → what."""
@@ -424,6 +497,123 @@ def check_required_values(objects: list[Obj], policy: Policy) -> list[str]:
                     problems.append(
                         f"{ref(obj)}: {path}.env[{name}]: empty; the service needs a value"
                     )
+    return problems
+
+
+def check_production_mode(objects: list[Obj], policy: Policy) -> list[str]:
+    """Outside the demo overlay every MCP_ENV is production: in development the migration Job
+    seeds demo employees whose tokens are published, into the site's own database."""
+    if policy.demo_data:
+        return []
+    problems = []
+    for obj in _workloads(objects):
+        for path, container in containers(obj):
+            value = _setting(objects, container, "MCP_ENV", policy)
+            if value is not None and value != "production":
+                problems.append(
+                    f"{ref(obj)}: {path}.env[MCP_ENV]: {value!r}; only the sim overlay may seed "
+                    "demo data (production here)"
+                )
+    return problems
+
+
+def _bound_accounts(objects: list[Obj]) -> set[str]:
+    return {
+        str(subject.get("name"))
+        for o in objects
+        if o.get("kind") == "RoleBinding"
+        for subject in o.get("subjects") or []
+    }
+
+
+def check_pod_security(objects: list[Obj]) -> list[str]:
+    """Every pod: no service-account token unless its account is bound to a Role (the
+    router's pod watcher), seccomp RuntimeDefault, not root (ROOT_ALLOWED aside), an fsGroup
+    where it mounts a claim; every container: no privilege escalation, ALL capabilities
+    dropped (CAPABILITIES_ALLOWED added back)."""
+    problems = []
+    bound = _bound_accounts(objects)
+    for obj in _workloads(objects):
+        spec, name = pod_spec(obj) or {}, ref(obj)
+        pod = spec.get("securityContext") or {}
+        account = spec.get("serviceAccountName")
+        if spec.get("automountServiceAccountToken") is not False and account not in bound:
+            problems.append(
+                f"{name}: spec.template.spec.automountServiceAccountToken: must be false "
+                "(nothing in this pod talks to the API server)"
+            )
+        claims = [v for v in spec.get("volumes") or [] if v.get("persistentVolumeClaim")]
+        if (claims or obj.get("spec", {}).get("volumeClaimTemplates")) and "fsGroup" not in pod:
+            problems.append(
+                f"{name}: spec.template.spec.securityContext.fsGroup: missing (it mounts a claim)"
+            )
+        for path, container in containers(obj):
+            own = container.get("securityContext") or {}
+            seccomp = (own.get("seccompProfile") or pod.get("seccompProfile") or {}).get("type")
+            if seccomp != "RuntimeDefault":
+                problems.append(
+                    f"{name}: {path}.securityContext.seccompProfile: not RuntimeDefault"
+                )
+            non_root = own.get("runAsNonRoot", pod.get("runAsNonRoot"))
+            user = own.get("runAsUser", pod.get("runAsUser"))
+            if name not in ROOT_ALLOWED and (non_root is not True or user in (None, 0)):
+                problems.append(
+                    f"{name}: {path}.securityContext.runAsNonRoot: must run as a non-root uid"
+                )
+            if own.get("allowPrivilegeEscalation") is not False:
+                problems.append(
+                    f"{name}: {path}.securityContext.allowPrivilegeEscalation: must be false"
+                )
+            capabilities = own.get("capabilities") or {}
+            if "ALL" not in (capabilities.get("drop") or []):
+                problems.append(f"{name}: {path}.securityContext.capabilities.drop: not ALL")
+            extra = set(capabilities.get("add") or []) - CAPABILITIES_ALLOWED.get(name, set())
+            if extra:
+                problems.append(
+                    f"{name}: {path}.securityContext.capabilities.add: {sorted(extra)} not allowed"
+                )
+    return problems
+
+
+def _url_port(url: str) -> int:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return parts.port or (443 if parts.scheme == "https" else 80)
+
+
+def _egress_ports(objects: list[Obj], labels: Mapping[str, str]) -> set[int] | None:
+    """The TCP ports the NetworkPolicies let pods with these labels reach; None: every port."""
+    ports: set[int] = set()
+    for obj in objects:
+        if obj.get("kind") != "NetworkPolicy" or "Egress" not in obj["spec"].get("policyTypes", []):
+            continue
+        if not _matches(obj["spec"].get("podSelector") or {}, labels):
+            continue
+        for rule in obj["spec"].get("egress") or []:
+            if not rule.get("ports"):
+                return None
+            ports |= {int(p["port"]) for p in rule["ports"] if isinstance(p.get("port"), int)}
+    return ports
+
+
+def check_egress(objects: list[Obj], policy: Policy) -> list[str]:
+    """A pod given a URL outside the bundle (EGRESS_SETTINGS) may reach its port: under the
+    default-deny policy a JWKS URL or trace collector without its egress fails at run time."""
+    problems = []
+    # The servers only: the migration Job reads the same settings but `seed` neither checks
+    # tokens nor sends spans.
+    for obj in (o for o in objects if o.get("kind") in WORKLOADS):
+        allowed = _egress_ports(objects, pod_labels(obj))
+        for path, container in containers(obj, init=False):
+            for name, component in EGRESS_SETTINGS.items():
+                url = _setting(objects, container, name, policy)
+                if not url or allowed is None or _url_port(url) in allowed:
+                    continue
+                problems.append(
+                    f"{ref(obj)}: {path}.env[{name}]: no NetworkPolicy lets it reach port "
+                    f"{_url_port(url)} (add {component})"
+                )
     return problems
 
 
@@ -687,9 +877,13 @@ def check(objects: list[Obj], policy: Policy) -> list[str]:
         *check_images(objects),
         *check_drain(objects),
         *check_pdbs(objects),
+        *check_last_replica(objects),
         *check_secret_refs(objects, policy),
         *check_single_writer_databases(objects, policy),
         *check_required_values(objects, policy),
+        *check_production_mode(objects, policy),
+        *check_pod_security(objects),
+        *check_egress(objects, policy),
         *check_router(objects),
         *check_vllm(objects, policy),
         *check_autoscalers(objects),

@@ -112,6 +112,10 @@ class _Dumper(yaml.SafeDumper):
     pass
 
 
+_Dumper.add_representer(
+    str,
+    lambda d, v: d.represent_scalar("tag:yaml.org,2002:str", v, style="|" if "\n" in v else None),
+)
 _Dumper.add_representer(_Override, lambda d, v: d.represent_mapping("!override", dict(v)))
 _Dumper.add_representer(_OverrideList, lambda d, v: d.represent_sequence("!override", list(v)))
 
@@ -171,6 +175,20 @@ def services(
     return written
 
 
+# The compose config (deploy/compose.yaml) Prometheus reads its vLLM targets from.
+PROMETHEUS_TARGETS = "prometheus-vllm-replicas"
+
+
+def prometheus_targets(layout: Layout) -> str:
+    """Prometheus's file_sd list of the layout's replicas: each a target, labelled replica, so
+    that one stopped stays a target that is down (up == 0) rather than vanishing."""
+    groups = [
+        {"targets": [f"{r.name}:{ENGINE_PORT}"], "labels": {"replica": r.name}}
+        for r in layout.replicas
+    ]
+    return yaml.safe_dump(groups, sort_keys=False)
+
+
 def write(
     layout: Layout,
     project: dict[str, Any],
@@ -186,7 +204,13 @@ def write(
         "# write it again each time, so edit deploy/.env, not this file.\n"
     )
     written = services(layout, project, sim=sim, revision=revision)
-    body = yaml.dump({"services": written}, Dumper=_Dumper, sort_keys=False, allow_unicode=True)
+    configs = {PROMETHEUS_TARGETS: {"content": prometheus_targets(layout)}}
+    body = yaml.dump(
+        {"services": written, "configs": configs},
+        Dumper=_Dumper,
+        sort_keys=False,
+        allow_unicode=True,
+    )
     path.write_text(header + body)
     return path
 

@@ -69,7 +69,7 @@ def local_config(
             {
                 key: value
                 for key, value in job.items()
-                if key not in ("static_configs", "dns_sd_configs")
+                if key not in ("static_configs", "dns_sd_configs", "file_sd_configs")
             }
             | {"static_configs": static}
         )

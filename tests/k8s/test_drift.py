@@ -30,6 +30,9 @@ K8S_ONLY_ROUTER_FLAGS = {
     "--service-discovery", "--selector", "--service-discovery-port", "--service-discovery-namespace",
 }  # fmt: skip
 COMPOSE_ONLY_ROUTER_FLAGS = {"--worker-urls"}
+# Where the GPU overlays differ from deploy/.env.example's development defaults on purpose: a
+# cluster's database is the site's, so no demo data goes into it (the sim overlay keeps compose's).
+K8S_PRODUCTION_SETTINGS = {"mcp-server": {"MCP_ENV": "production"}, "loop": {}}
 
 
 @cache
@@ -95,10 +98,21 @@ def test_each_service_has_composes_settings_and_values(rendered, name):
     )
     for variable in SECRET_SOURCED & set(theirs):
         assert ours[variable] == "<secret>", f"{variable} must come from a Secret"
+    theirs |= K8S_PRODUCTION_SETTINGS[name]
     differ = {
         k: (theirs[k], ours[k]) for k in theirs if k not in SECRET_SOURCED and theirs[k] != ours[k]
     }
     assert differ == {}
+
+
+@pytest.mark.parametrize("name", ["mcp-server", "loop"])
+def test_the_sim_overlay_keeps_composes_development_values(rendered, name):
+    objects = rendered("sim")
+    ours = k8s_environment(objects, find(objects, "Deployment", name), name)
+    theirs = {k: str(v) for k, v in (service(name)["environment"] or {}).items()}
+    assert {k: ours[k] for k in K8S_PRODUCTION_SETTINGS[name]} == {
+        k: theirs[k] for k in K8S_PRODUCTION_SETTINGS[name]
+    }
 
 
 def test_images_are_composes(rendered):

@@ -343,3 +343,51 @@ def test_a_loop_grace_period_shorter_than_a_pending_confirmation(rendered):
     assert problems(objects, "sim") == [
         "Deployment/loop: spec.template.spec.terminationGracePeriodSeconds: 60 s is not longer than preStop 5 s + LOOP_CONFIRMATION_TIMEOUT_SECONDS 120 s + the loop's 10 s for its runs to record themselves"
     ]
+
+
+def test_development_mode_outside_the_sim_overlay(rendered):
+    objects = rendered("gpu")
+    settings = next(
+        o
+        for o in objects
+        if o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith("mcp-server-settings")
+    )
+    settings["data"]["MCP_ENV"] = "development"
+    assert sorted(problems(objects, "gpu")) == [
+        f"{workload}: containers[{name}].env[MCP_ENV]: 'development'; only the sim overlay may "
+        "seed demo data (production here)"
+        for workload, name in (
+            ("Deployment/mcp-server", "mcp-server"),
+            ("Job/mcp-migrate", "migrate"),
+        )
+    ]
+
+
+def test_a_pod_running_as_root_with_its_token_and_capabilities(rendered):
+    objects = rendered("gpu")
+    vllm = find(objects, "Deployment", "vllm")
+    spec = vllm["spec"]["template"]["spec"]
+    del spec["securityContext"], spec["automountServiceAccountToken"]
+    container(vllm)["securityContext"] = {"capabilities": {"add": ["NET_ADMIN"]}}
+    where = "Deployment/vllm"
+    assert problems(objects, "gpu") == [
+        f"{where}: spec.template.spec.automountServiceAccountToken: must be false (nothing in "
+        "this pod talks to the API server)",
+        f"{where}: spec.template.spec.securityContext.fsGroup: missing (it mounts a claim)",
+        f"{where}: initContainers[wait-for-model].securityContext.seccompProfile: not RuntimeDefault",
+        f"{where}: initContainers[wait-for-model].securityContext.runAsNonRoot: must run as a "
+        "non-root uid",
+        f"{where}: containers[vllm].securityContext.seccompProfile: not RuntimeDefault",
+        f"{where}: containers[vllm].securityContext.runAsNonRoot: must run as a non-root uid",
+        f"{where}: containers[vllm].securityContext.allowPrivilegeEscalation: must be false",
+        f"{where}: containers[vllm].securityContext.capabilities.drop: not ALL",
+        f"{where}: containers[vllm].securityContext.capabilities.add: ['NET_ADMIN'] not allowed",
+    ]
+
+
+def test_the_root_exception_is_dcgm_exporters_alone(rendered):
+    objects = rendered("gpu")
+    k8s.pod_spec(find(objects, "Job", "model-fetch"))["securityContext"]["runAsUser"] = 0
+    assert problems(objects, "gpu") == [
+        "Job/model-fetch: containers[fetch].securityContext.runAsNonRoot: must run as a non-root uid"
+    ]

@@ -34,19 +34,52 @@ def test_each_overlay_carries_what_it_is_for(rendered):
         assert kinds["PodDisruptionBudget"] >= 4 and kinds["NetworkPolicy"] >= 12
 
 
-def test_prod_runs_the_mcp_server_in_production_mode(rendered):
-    settings = next(
-        o
-        for o in rendered("prod")
-        if o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith("mcp-server-settings")
-    )
-    assert settings["data"]["MCP_ENV"] == "production"
-    sim_settings = next(
-        o
-        for o in rendered("sim")
-        if o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith("mcp-server-settings")
-    )
-    assert sim_settings["data"]["MCP_ENV"] == "development"
+@pytest.mark.parametrize(
+    ("overlay", "mode"), [("sim", "development"), ("gpu", "production"), ("prod", "production")]
+)
+def test_only_sim_seeds_demo_data(rendered, overlay, mode):
+    """The migration Job and the servers read one MCP_ENV: development seeds demo employees
+    with published demo tokens, which only the sim overlay's own PostgreSQL may hold."""
+    objects = rendered(overlay)
+    for name in ("mcp-server", "mcp-migrate"):
+        workload = find(objects, "Job" if name == "mcp-migrate" else "Deployment", name)
+        for _, serving in k8s.containers(workload):
+            if serving.get("envFrom"):
+                assert k8s._setting(objects, serving, "MCP_ENV", None) == mode, name
+
+
+@pytest.mark.parametrize("overlay", k8s.OVERLAYS)
+def test_every_pod_is_locked_down(rendered, overlay):
+    """Each pod spec of the rendered overlay: seccomp RuntimeDefault, no privilege escalation,
+    every capability dropped, a non-root uid (dcgm-exporter alone is root: DCGM needs it), and
+    no service-account token but the router's (its pod watcher uses it)."""
+    pods = [o for o in rendered(overlay) if k8s.pod_spec(o) is not None]
+    assert {k8s.ref(o) for o in pods} >= {"Deployment/vllm", "Deployment/vllm-router"}
+    for obj in pods:
+        spec, name = k8s.pod_spec(obj), k8s.ref(obj)
+        pod = spec.get("securityContext") or {}
+        assert pod.get("seccompProfile") == {"type": "RuntimeDefault"}, name
+        assert spec.get("automountServiceAccountToken") is (name == "Deployment/vllm-router"), name
+        if name != "DaemonSet/dcgm-exporter":
+            assert pod.get("runAsNonRoot") is True and pod.get("runAsUser", 0) > 0, name
+        for path, serving in k8s.containers(obj):
+            context = serving.get("securityContext") or {}
+            assert context.get("allowPrivilegeEscalation") is False, (name, path)
+            assert "ALL" in context.get("capabilities", {}).get("drop", []), (name, path)
+
+
+def test_vllm_and_the_fetch_job_share_a_uid_that_owns_the_model_cache(rendered):
+    objects = rendered("gpu")
+    for kind, name in (("Deployment", "vllm"), ("Job", "model-fetch")):
+        pod = k8s.pod_spec(find(objects, kind, name))["securityContext"]
+        assert (pod["runAsUser"], pod["runAsGroup"], pod["fsGroup"]) == (1000, 1000, 1000), name
+    # HOME (vLLM's, torch's and triton's caches) is writable: an emptyDir, not the image's /root
+    vllm = find(objects, "Deployment", "vllm")
+    home = next(e["value"] for e in container(vllm)["env"] if e["name"] == "HOME")
+    mounts = {m["mountPath"]: m["name"] for m in container(vllm)["volumeMounts"]}
+    volumes = {v["name"]: v for v in k8s.pod_spec(vllm)["volumes"]}
+    assert "emptyDir" in volumes[mounts[home]]
+    assert all(not path.startswith("/root") for path in mounts)
 
 
 def test_the_drain_holds_on_the_rendered_vllm_pod(rendered):
