@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import NamedTuple
 
 import httpx
@@ -81,6 +82,20 @@ def test_a_refused_token_is_remembered_and_a_client_that_keeps_failing_gets_429(
         assert get_run(services.loop, bad, elsewhere).status_code == 401
 
 
+def issued_token(workdir: Path) -> tuple[dict[str, str], Callable[[], None]]:
+    """A token `issue-token` made for E001 in the MCP server's database under `workdir`, as
+    request headers, and a way to revoke it."""
+    database = {"MCP_DATABASE_URL": f"sqlite:///{next(workdir.glob('leave-*.db'))}"}
+    issued, said = run_to_exit(["mcp_server", "issue-token", "E001"], database)
+    assert issued == 0, said
+    token, note = said.splitlines()
+
+    def revoke() -> None:
+        assert run_to_exit(["mcp_server", "revoke-token", note.split()[1]], database)[0] == 0
+
+    return {"Authorization": f"Bearer {token}"}, revoke
+
+
 def test_a_token_revoked_while_the_loop_holds_its_connection_is_refused_within_the_cache_time(
     tmp_path,
 ):
@@ -94,13 +109,9 @@ def test_a_token_revoked_while_the_loop_holds_its_connection_is_refused_within_t
             _,
         ),
     ):
-        database = {"MCP_DATABASE_URL": f"sqlite:///{next(tmp_path.glob('leave-*.db'))}"}
-        issued, said = run_to_exit(["mcp_server", "issue-token", "E001"], database)
-        assert issued == 0, said
-        token, note = said.splitlines()
-        headers = {"Authorization": f"Bearer {token}"}
+        headers, revoke = issued_token(tmp_path)
         assert get_run(loop, headers).status_code == 404  # accepted: the run is just unknown
-        assert run_to_exit(["mcp_server", "revoke-token", note.split()[1]], database)[0] == 0
+        revoke()
         revoked = time.monotonic()
         wait_until(lambda: get_run(loop, headers).status_code == 401, timeout=15,
                    what="the loop refusing the revoked token")  # fmt: skip
@@ -122,15 +133,11 @@ def test_a_run_whose_token_is_revoked_while_the_loop_trusts_it_fails_saying_sign
             _,
         ),
     ):
-        database = {"MCP_DATABASE_URL": f"sqlite:///{next(tmp_path.glob('leave-*.db'))}"}
-        issued, said = run_to_exit(["mcp_server", "issue-token", "E001"], database)
-        assert issued == 0, said
-        token, note = said.splitlines()
-        headers = {"Authorization": f"Bearer {token}"}
+        headers, revoke = issued_token(tmp_path)
         ask = {"input": "查一下我的假單"}
         first = httpx.post(f"{loop}/v1/runs", json=ask, headers=headers, timeout=60).json()
         assert first["status"] == "completed", first
-        assert run_to_exit(["mcp_server", "revoke-token", note.split()[1]], database)[0] == 0
+        revoke()
         run = httpx.post(f"{loop}/v1/runs", json=ask, headers=headers, timeout=60)
         asked = mcp_refusals(Services(loop, mcp))
         after = get_run(loop, headers)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -79,35 +79,45 @@ def test_an_answer_to_an_unknown_run_or_confirmation_is_404_whatever_its_content
         assert response.json() == {"detail": "no such pending confirmation"}
 
 
-def test_content_a_pending_confirmation_cannot_take_is_422_and_it_stays_answerable(stack):
-    found = post_run(stack, {"input": "查一下我表妹婚禮的假單"}).json()
-    leave_id = found["steps"][1]["result"]["leaves"][0]["leave_id"]
-    refused: list[httpx.Response] = []
-    accepted: httpx.Response | None = None
+def answering_confirmations(
+    stack: Stack, request: str, answer: Callable[[httpx.Client, str], None], headers=EMPLOYEE
+) -> dict[str, Any]:
+    """Stream the run of `request`; at each confirmation call `answer(client, its path)`.
+    The finished run."""
     final: dict[str, Any] = {}
     with (
-        httpx.Client(base_url=stack.loop, headers=EMPLOYEE, timeout=60) as http,
-        http.stream(
-            "POST", "/v1/runs", json={"input": "取消我表妹婚禮那張假", "stream": True}
-        ) as response,
+        httpx.Client(base_url=stack.loop, headers=headers, timeout=60) as http,
+        http.stream("POST", "/v1/runs", json={"input": request, "stream": True}) as response,
     ):
         run_id = ""
         for event in sse.events(response.iter_lines()):
             kind, data = event.event, event.json()
             run_id = run_id or data["id"]
             if kind == "confirmation.requested":
-                path = f"/v1/runs/{run_id}/confirmations/{data['confirmation_id']}"
-                for content in ({"a": {"b": 1}}, {"confirm": "yes"}, {"confirm": [True]}):
-                    refused.append(http.post(path, json={"action": "accept", "content": content}))
-                accepted = http.post(path, json={"action": "accept", "content": {"confirm": True}})
+                answer(http, f"/v1/runs/{run_id}/confirmations/{data['confirmation_id']}")
             if kind == "run.finished":
                 final = data
-    for answer in refused:
-        assert answer.status_code == 422, answer.text
-        errors = answer.json()["detail"]
+    return final
+
+
+def test_content_a_pending_confirmation_cannot_take_is_422_and_it_stays_answerable(stack):
+    found = post_run(stack, {"input": "查一下我表妹婚禮的假單"}).json()
+    leave_id = found["steps"][1]["result"]["leaves"][0]["leave_id"]
+    refused: list[httpx.Response] = []
+    accepted: list[httpx.Response] = []
+
+    def answer(http: httpx.Client, path: str) -> None:
+        for content in ({"a": {"b": 1}}, {"confirm": "yes"}, {"confirm": [True]}):
+            refused.append(http.post(path, json={"action": "accept", "content": content}))
+        accepted.append(http.post(path, json={"action": "accept", "content": {"confirm": True}}))
+
+    final = answering_confirmations(stack, "取消我表妹婚禮那張假", answer)
+    for response in refused:
+        assert response.status_code == 422, response.text
+        errors = response.json()["detail"]
         assert errors and all(e["loc"][:2] == ["body", "content"] for e in errors), errors
-    assert accepted is not None and accepted.status_code == 200, accepted
-    assert accepted.json() == {"status": "answered", "action": "accept"}
+    assert [a.status_code for a in accepted] == [200], accepted
+    assert accepted[0].json() == {"status": "answered", "action": "accept"}
     assert final["answer"].startswith("已取消假單"), final
     assert leave_status(stack, leave_id) == "cancelled"
 
@@ -346,30 +356,19 @@ def test_a_valid_surrogate_pair_is_text_and_runs(stack):
 
 
 def test_a_confirmations_content_with_a_lone_surrogate_is_422_and_it_stays_answerable(stack):
-    refused: httpx.Response | None = None
-    accepted: httpx.Response | None = None
-    with (
-        # another employee's approved leave: the module's other tests cancel this one's
-        httpx.Client(base_url=stack.loop, headers=OTHER, timeout=60) as http,
-        http.stream(
-            "POST", "/v1/runs", json={"input": "取消弟弟的畢業典禮那張假", "stream": True}
-        ) as response,
-    ):
-        run_id = ""
-        for event in sse.events(response.iter_lines()):
-            kind, data = event.event, event.json()
-            run_id = run_id or data["id"]
-            if kind == "confirmation.requested":
-                path = f"/v1/runs/{run_id}/confirmations/{data['confirmation_id']}"
-                refused = http.post(
-                    path,
-                    content=lone('{"action":"accept","content":{"note":@}}'),
-                    headers={"content-type": "application/json"},
-                )
-                accepted = http.post(path, json={"action": "decline"})
-    assert refused is not None and refused.status_code == 422, refused
+    answers: list[httpx.Response] = []
+
+    def answer(http: httpx.Client, path: str) -> None:
+        raw = lone('{"action":"accept","content":{"note":@}}')
+        answers.append(http.post(path, content=raw, headers={"content-type": "application/json"}))
+        answers.append(http.post(path, json={"action": "decline"}))
+
+    # another employee's approved leave: the module's other tests cancel this one's
+    answering_confirmations(stack, "取消弟弟的畢業典禮那張假", answer, headers=OTHER)
+    refused, declined = answers
+    assert refused.status_code == 422, refused.text
     assert refused.json()["detail"][0]["ctx"]["error"].startswith("content.note: ")
-    assert accepted is not None and accepted.status_code == 200, accepted.text
+    assert declined.status_code == 200, declined.text
 
 
 class StoreThatCannotWriteRuns(RunStore):
