@@ -288,16 +288,23 @@ def check_drain(objects: list[Obj]) -> list[str]:
     return problems
 
 
+def _autoscalers(objects: list[Obj], workload: Obj) -> list[Obj]:
+    """The HorizontalPodAutoscalers and ScaledObjects whose scaleTargetRef is the workload."""
+    name, kind = workload["metadata"]["name"], workload["kind"]
+    return [
+        obj
+        for obj in objects
+        if (target := obj.get("spec", {}).get("scaleTargetRef", {})).get("name") == name
+        and target.get("kind", "Deployment") == kind
+    ]
+
+
 def _max_replicas(objects: list[Obj], workload: Obj) -> tuple[int, str]:
     """The most replicas the workload can have, and what says so."""
     count, source = int(workload["spec"].get("replicas", 1)), "spec.replicas"
     if workload.get("kind") == "DaemonSet":
         return 2, "a DaemonSet (one per node)"
-    name, kind = workload["metadata"]["name"], workload["kind"]
-    for obj in objects:
-        target = obj.get("spec", {}).get("scaleTargetRef", {})
-        if target.get("name") != name or target.get("kind", "Deployment") != kind:
-            continue
+    for obj in _autoscalers(objects, workload):
         if obj.get("kind") == "HorizontalPodAutoscaler":
             most = int(obj["spec"].get("maxReplicas", 1))
             if most > count:
@@ -329,11 +336,7 @@ def _min_replicas(objects: list[Obj], workload: Obj) -> tuple[int, str]:
     """The fewest replicas the workload can be left with by its autoscaler, and what says so
     (an autoscaler owns the count: spec.replicas no longer holds once one targets it)."""
     count, source = int(workload["spec"].get("replicas", 1)), "spec.replicas"
-    name, kind = workload["metadata"]["name"], workload["kind"]
-    for obj in objects:
-        target = obj.get("spec", {}).get("scaleTargetRef", {})
-        if target.get("name") != name or target.get("kind", "Deployment") != kind:
-            continue
+    for obj in _autoscalers(objects, workload):
         if obj.get("kind") == "HorizontalPodAutoscaler":
             count, source = int(obj["spec"].get("minReplicas", 1)), f"{ref(obj)} minReplicas"
         elif obj.get("kind") == "ScaledObject":
