@@ -53,7 +53,9 @@ class UpStack:
         self.engine, self.env, self.loop_port = engine, env, loop_port
         self.prometheus_url = f"http://127.0.0.1:{prometheus_port}"
         extra = (LAYOUT_FILE, Path(__file__).resolve().parents[2] / SITE_OVERRIDE)
-        self.stack = Stack(sim=True, env_file=env, extra_files=extra, environ=engine.env)
+        self.stack = Stack(
+            sim=True, env_file=env, extra_files=extra, environ=engine.env, engine="podman"
+        )
         self.is_up = False
 
     @property
