@@ -233,15 +233,18 @@ def copied_sources(dockerfile: str) -> list[str]:
     """The build-context paths the Dockerfile's COPY/ADD lines name (not `--from=` stages)."""
     sources: list[str] = []
     for line in _logical_lines(dockerfile):
-        words = shlex.split(line)
-        if not words or words[0].upper() not in ("COPY", "ADD"):
+        instruction, _, rest = line.partition(" ")
+        if instruction.upper() not in ("COPY", "ADD"):
             continue
-        arguments = words[1:]
-        if any(word.startswith("--from") for word in arguments):
+        rest = rest.strip()
+        flags = []
+        while rest.startswith("--"):
+            flag, _, rest = rest.partition(" ")
+            flags.append(flag)
+            rest = rest.strip()
+        if any(flag.startswith("--from") for flag in flags):
             continue
-        paths = [word for word in arguments if not word.startswith("--")]
-        if paths and paths[0].startswith("["):  # the JSON form
-            paths = json.loads(" ".join(paths))
+        paths = json.loads(rest) if rest.startswith("[") else shlex.split(rest)
         sources += paths[:-1]  # the last is the destination
     return sources
 
