@@ -139,8 +139,21 @@ PROFILES ?=
 # The replicas deploy/.env asks for (VLLM_GPUS, VLLM_TENSOR_PARALLEL_SIZE), written by
 # `python -m stack layout` before each `up` (deploy/compose.yaml alone is one GPU).
 LAYOUT := deploy/compose.layout.yaml
-STACK_ARGS = --env-file $(ENV_FILE) --file $(LAYOUT) $(addprefix --file ,$(COMPOSE_FILES))
-COMPOSE_BASE = docker compose --project-directory deploy --env-file $(ENV_FILE) -f deploy/compose.yaml \
+# ENGINE: docker (Docker Engine + the Compose plugin) or podman (podman >= 4.3 and its
+# Docker-compatible API; docs/deployment.md#podman). With podman every compose call goes
+# through `python -m stack podman compose`: the API socket, the image build, healthchecks
+# without systemd, recreating only what changed.
+ENGINE ?= docker
+ifeq ($(ENGINE),podman)
+DOCKER_COMPOSE = $(PY) -m stack podman compose
+else ifeq ($(ENGINE),docker)
+DOCKER_COMPOSE = docker compose
+else
+$(error ENGINE=$(ENGINE): docker or podman)
+endif
+STACK_ARGS = --env-file $(ENV_FILE) --file $(LAYOUT) $(addprefix --file ,$(COMPOSE_FILES)) \
+	--engine $(ENGINE)
+COMPOSE_BASE = $(DOCKER_COMPOSE) --project-directory deploy --env-file $(ENV_FILE) -f deploy/compose.yaml \
 	$(addprefix --profile ,$(PROFILES))
 COMPOSE = $(COMPOSE_BASE) --profile gpu -f $(LAYOUT) $(addprefix -f ,$(COMPOSE_FILES))
 COMPOSE_SIM = $(COMPOSE_BASE) -f deploy/compose.sim.yaml -f $(LAYOUT) $(addprefix -f ,$(COMPOSE_FILES))
@@ -164,7 +177,7 @@ stop: ## stop the local processes started by `make dev` / `make demo`
 
 .PHONY: up
 up: $(SYNCED) ## GPU host: check prerequisites, build, start the stack and wait until healthy
-	$(PY) -m stack preflight --env-file $(ENV_FILE)
+	$(PY) -m stack preflight --env-file $(ENV_FILE) --engine $(ENGINE)
 	$(PY) -m stack layout --env-file $(ENV_FILE)
 	$(COMPOSE) up -d --build --wait --wait-timeout $(UP_TIMEOUT) \
 		|| { $(PY) -m stack check-stack $(STACK_ARGS) --timeout 0; exit 1; }
@@ -173,7 +186,7 @@ up: $(SYNCED) ## GPU host: check prerequisites, build, start the stack and wait 
 
 .PHONY: up-sim
 up-sim: $(SYNCED) ## Docker host without GPU: the same stack with the simulator for vLLM
-	$(PY) -m stack preflight --sim --env-file $(ENV_FILE)
+	$(PY) -m stack preflight --sim --env-file $(ENV_FILE) --engine $(ENGINE)
 	$(PY) -m stack layout --sim --env-file $(ENV_FILE)
 	$(COMPOSE_SIM) up -d --build --wait --wait-timeout $(SIM_UP_TIMEOUT) \
 		|| { $(PY) -m stack check-stack --sim $(STACK_ARGS) --timeout 0; exit 1; }
@@ -190,7 +203,7 @@ SIM ?= 0
 COMPOSE_LOAD = $(COMPOSE_BASE) $(if $(filter 1,$(SIM)),-f deploy/compose.sim.yaml) -f $(LAYOUT) \
 	-f deploy/compose.load.yaml $(addprefix -f ,$(COMPOSE_FILES)) --profile load
 .PHONY: load-compose
-load-compose: $(LAYOUT) ## Locust master + LOAD_WORKERS workers in containers against the compose stack (results into LOAD_RESULTS, var/loadtest/)
+load-compose: $(LAYOUT) $(SYNCED) ## Locust master + LOAD_WORKERS workers in containers against the compose stack (results into LOAD_RESULTS, var/loadtest/)
 	LOAD_ARGS='$(LOAD_ARGS)' LOAD_WORKERS=$(LOAD_WORKERS) $(COMPOSE_LOAD) up -d --build --no-deps \
 		--scale locust-worker=$(LOAD_WORKERS) locust-master locust-worker
 	@status=0; $(COMPOSE_LOAD) wait locust-master || status=$$?; \
@@ -228,6 +241,7 @@ $(LAYOUT): | $(SYNCED)
 .PHONY: down
 down: $(LAYOUT) ## stop and remove the compose stack (volumes are kept)
 	$(COMPOSE_SIM) -f deploy/compose.load.yaml --profile gpu --profile load down --remove-orphans
+	$(if $(filter podman,$(ENGINE)),$(PY) -m stack podman stop)
 
 .PHONY: logs
 logs: $(LAYOUT) ## follow the compose stack's logs

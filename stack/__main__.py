@@ -1,5 +1,5 @@
-"""`python -m stack dev|stop|status|demo|layout|preflight|check-stack|urls` — what make
-calls."""
+"""`python -m stack dev|stop|status|demo|layout|preflight|check-stack|urls|podman` — what
+make calls."""
 
 from __future__ import annotations
 
@@ -52,6 +52,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _command(argv: list[str] | None) -> int:
+    words = sys.argv[1:] if argv is None else argv
+    if words[:1] == ["podman"]:  # `docker compose`'s arguments pass through untouched
+        from . import podman
+
+        return podman.main(words[1:])
     args = _parser().parse_args(argv)
     run: Callable[[argparse.Namespace], int] = args.run
     return run(args)
@@ -84,6 +89,10 @@ def _parser() -> argparse.ArgumentParser:
     for sub in (layout, preflight, check, urls_command):
         sub.add_argument("--sim", action="store_true", help="the simulator layout (no GPU)")
         sub.add_argument("--env-file", type=Path, default=None, help="default: deploy/.env")
+    for sub in (preflight, check):
+        sub.add_argument(
+            "--engine", choices=("docker", "podman"), default="docker", help="make's ENGINE"
+        )
     check.add_argument(
         "--file", action="append", type=Path, default=[], help="a site compose override"
     )
@@ -123,7 +132,7 @@ def _preflight(args: argparse.Namespace) -> int:
 
     for warning in warnings(args.env_file or ENV_FILE):
         print(f"⚠ {warning}", file=sys.stderr)
-    found = problems(sim=args.sim, env_file=args.env_file or ENV_FILE)
+    found = problems(sim=args.sim, env_file=args.env_file or ENV_FILE, engine=args.engine)
     for problem in found:
         print(f"✗ {problem}", file=sys.stderr)
     if not found:
@@ -135,7 +144,7 @@ def _check_stack(args: argparse.Namespace) -> int:
     from .preflight import ENV_FILE
     from .stackcheck import Stack, report, wait_until_ready
 
-    compose_stack = Stack(args.sim, args.env_file or ENV_FILE, tuple(args.file))
+    compose_stack = Stack(args.sim, args.env_file or ENV_FILE, tuple(args.file), engine=args.engine)
     unready = wait_until_ready(compose_stack, args.timeout)
     if unready:
         report(compose_stack, unready)

@@ -27,10 +27,57 @@ def _run(*command: str) -> subprocess.CompletedProcess[str] | None:
         return None
 
 
-def problems(*, sim: bool, env_file: Path = ENV_FILE) -> list[str]:
+def problems(*, sim: bool, env_file: Path = ENV_FILE, engine: str = "docker") -> list[str]:
+    if engine == "podman":
+        found = _podman_problems(sim=sim)
+        if found[:1] == [PODMAN_MISSING]:
+            return found
+    else:
+        found = _docker_problems(sim=sim)
+        if found[:1] == [DOCKER_MISSING]:
+            return found
+    return found + _project_problems(sim=sim, env_file=env_file, engine=engine)
+
+
+DOCKER_MISSING = "docker is not installed (https://docs.docker.com/engine/install/)"
+PODMAN_MISSING = "podman is not installed (`dnf install podman`, `apt-get install podman`)"
+PODMAN_MINIMUM = (4, 3)
+
+
+def _podman_problems(*, sim: bool) -> list[str]:
+    """Podman ≥ 4.3, its API (started if need be), the Compose v2 binary; CDI for a GPU."""
+    from . import podman
+
+    if shutil.which("podman") is None:
+        return [PODMAN_MISSING]
+    version = _run("podman", "version", "--format", "{{.Client.Version}}")
+    if version is None or version.returncode != 0:
+        return ["`podman version` fails: " + (version.stderr.strip() if version else "timeout")]
+    try:
+        numbers = tuple(int(part) for part in version.stdout.strip().split(".")[:2])
+    except ValueError:
+        numbers = PODMAN_MINIMUM
+    found: list[str] = []
+    if numbers < PODMAN_MINIMUM:
+        found.append(f"podman {version.stdout.strip()} is older than 4.3: upgrade it")
+    try:
+        compose.compose_binary()
+        podman.engine_env()
+    except compose.ComposeError as error:
+        found.append(str(error))
+    if not sim and not any(Path(d, "nvidia.yaml").exists() for d in ("/etc/cdi", "/var/run/cdi")):
+        found.append(
+            "no NVIDIA CDI specification (/etc/cdi/nvidia.yaml): install the NVIDIA Container "
+            "Toolkit and run `nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml` "
+            "(or use `make up-sim ENGINE=podman`)"
+        )
+    return found
+
+
+def _docker_problems(*, sim: bool) -> list[str]:
     found: list[str] = []
     if shutil.which("docker") is None:
-        return ["docker is not installed (https://docs.docker.com/engine/install/)"]
+        return [DOCKER_MISSING]
     version = _run("docker", "compose", "version")
     if version is None or version.returncode != 0:
         found.append("the Docker Compose v2 plugin is missing (`docker compose version` fails)")
@@ -42,6 +89,11 @@ def problems(*, sim: bool, env_file: Path = ENV_FILE) -> list[str]:
             "no NVIDIA runtime in `docker info`: install the NVIDIA Container Toolkit and run "
             "`nvidia-ctk runtime configure --runtime=docker` (or use `make up-sim`)"
         )
+    return found
+
+
+def _project_problems(*, sim: bool, env_file: Path, engine: str) -> list[str]:
+    found: list[str] = []
     if not env_file.exists():
         found.append(f"{env_file.name} is missing: cp deploy/.env.example deploy/.env")
         return found
@@ -61,7 +113,7 @@ def problems(*, sim: bool, env_file: Path = ENV_FILE) -> list[str]:
         found += _tool_parser_problems(project)
         if planned is not None:
             found += gpu_problems(planned)
-    found += _port_problems(project)
+    found += _port_problems(project, engine)
     return found
 
 
@@ -134,10 +186,10 @@ def gpu_problems(planned: layout.Layout, present: set[str] | None = None) -> lis
     ]
 
 
-def _port_problems(project: dict[str, Any]) -> list[str]:
+def _port_problems(project: dict[str, Any], engine: str = "docker") -> list[str]:
     """Published ports another program holds (not a running copy of this stack)."""
     own = _run(
-        "docker", "ps", "-q", "--filter", f"label=com.docker.compose.project={project['name']}"
+        engine, "ps", "-q", "--filter", f"label=com.docker.compose.project={project['name']}"
     )
     if own is not None and own.returncode == 0 and own.stdout.strip():
         return []  # the stack is up already: `up` replaces its own containers

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -35,10 +36,11 @@ class Stack:
     env_file: Path
     extra_files: tuple[Path, ...] = ()
     environ: Mapping[str, str] | None = None  # for `docker`; None: this process's
+    engine: str = "docker"  # make's ENGINE: "podman" goes through `python -m stack podman`
 
     def command(self, *args: str) -> list[str]:
         files = [BASE_FILE, *([SIM_FILE] if self.sim else []), *self.extra_files]
-        command = ["docker", "compose", "--project-directory", str(DEPLOY)]
+        command = [*compose_command(self.engine), "--project-directory", str(DEPLOY)]
         command += ["--env-file", str(self.env_file)]
         if not self.sim:
             command += ["--profile", "gpu"]  # as `make up` runs it: with dcgm-exporter
@@ -55,6 +57,13 @@ class Stack:
             timeout=timeout,
             env=self.environ,
         )
+
+
+def compose_command(engine: str) -> list[str]:
+    """What stands for `docker compose` on the engine (make's ENGINE)."""
+    if engine == "podman":
+        return [sys.executable, "-m", "stack", "podman", "compose"]
+    return ["docker", "compose"]
 
 
 def _json_lines(text: str) -> list[dict[str, Any]]:

@@ -40,7 +40,7 @@ class Podman:
 
 @dataclass
 class Engine:
-    """Podman's Docker-compatible API and the environment `make up-sim` runs in."""
+    """The environment `make up-sim ENGINE=podman` runs in (ENGINE=podman in it)."""
 
     podman: Podman
     env: dict[str, str]

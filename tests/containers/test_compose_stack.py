@@ -27,7 +27,9 @@ from stack.layout import LAYOUT_FILE
 from stack.stackcheck import Stack, problems
 from tests.support import free_port, wait_until
 
-from .helpers import Engine, make
+from .helpers import PROJECT, Engine, make
+
+PROJECT_LABEL = f"com.docker.compose.project={PROJECT}"
 
 # the module's first test also pays for `make up-sim`
 pytestmark = [pytest.mark.containers, pytest.mark.timeout(900)]
@@ -53,7 +55,9 @@ class UpStack:
         self.engine, self.env, self.loop_port = engine, env, loop_port
         self.prometheus_url = f"http://127.0.0.1:{prometheus_port}"
         extra = (LAYOUT_FILE, Path(__file__).resolve().parents[2] / SITE_OVERRIDE)
-        self.stack = Stack(sim=True, env_file=env, extra_files=extra, environ=engine.env)
+        self.stack = Stack(
+            sim=True, env_file=env, extra_files=extra, environ=engine.env, engine="podman"
+        )
         self.is_up = False
 
     @property
@@ -304,6 +308,106 @@ def test_a_replica_that_dies_under_load_is_taken_out_of_rotation_and_used_again(
             assert "找到" not in answer, answer
     # the other replica served while vllm-1 was down
     assert any(r[2] == "completed" for r in during), during
+
+
+def container_ids(stack: UpStack) -> dict[str, str]:
+    """Container name → ID, of every container of the project."""
+    listed = stack.engine.podman.run(
+        "ps", "-a", "--format", "{{.Names}} {{.ID}}", "--filter", f"label={PROJECT_LABEL}"
+    )
+    return dict(line.split() for line in listed.stdout.splitlines() if line.strip())
+
+
+def bundle_image_id(stack: UpStack) -> str:
+    image = stack.stack.run("config", "--format", "json").stdout
+    name = json.loads(image)["services"]["loop"]["image"]
+    return stack.engine.podman.run("image", "inspect", "--format", "{{.Id}}", name).stdout.strip()
+
+
+def up_sim(stack: UpStack) -> str:
+    done = make(
+        stack.engine, "up-sim", f"ENV_FILE={stack.env}", f"COMPOSE_FILES={SITE_OVERRIDE}",
+        "SIM_UP_TIMEOUT=180",
+    )  # fmt: skip
+    output = done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.returncode == 0, f"make up-sim failed:\n{output}"
+    assert "✓ every service is ready" in done.stdout, output
+    return done.stdout + done.stderr
+
+
+def test_make_up_sim_again_with_nothing_changed_recreates_nothing(stack):
+    """Issue 31, 13(a): on podman, Compose took every container for one on the wrong network."""
+    containers, image = container_ids(stack), bundle_image_id(stack)
+    assert len(containers) >= 7, containers
+    said = up_sim(stack)
+    assert container_ids(stack) == containers, said[-3000:]
+    assert bundle_image_id(stack) == image  # no rebuild either
+
+
+def test_rotating_the_confirmation_key_recreates_only_the_mcp_server_and_a_pending_confirmation_survives(
+    stack,
+):
+    """docs/operations.md's rotation: MCP_ELICITATION_STATE_KEY=<new>,<old>, then `make up-sim`,
+    while a run waits on a confirmation sealed with the old key."""
+    # E002's approved leave: the kill test above left it approved
+    headers = {"Authorization": "Bearer demo-token-other"}
+    events: list[tuple[str, dict]] = []
+    asked, rotated = threading.Event(), threading.Event()
+    answered: list[int] = []
+
+    def cancel_run() -> None:
+        with httpx.Client(base_url=stack.loop_url, headers=headers, timeout=300) as http:
+            body = {"input": "取消我畢業典禮那張假", "stream": True}
+            with http.stream("POST", "/v1/runs", json=body) as response:
+                for event in sse.events(response.iter_lines()):
+                    events.append((event.event, event.json()))
+                    if event.event == "confirmation.requested":
+                        asked.set()
+                        rotated.wait(300)  # the person answers after the MCP server was recreated
+                        answer = http.post(
+                            f"/v1/runs/{events[0][1]['id']}/confirmations/"
+                            f"{events[-1][1]['confirmation_id']}",
+                            json={"action": "accept"},
+                        )
+                        answered.append(answer.status_code)
+
+    runner = threading.Thread(target=cancel_run)
+    runner.start()
+    try:
+        assert asked.wait(60), f"no confirmation was asked: {events}"
+        before = container_ids(stack)
+        old = next(
+            line.split("=", 1)[1]
+            for line in stack.env.read_text().splitlines()
+            if line.startswith("MCP_ELICITATION_STATE_KEY=")
+        )
+        assert "," not in old  # one key before the rotation
+        rotate(stack.env, f"MCP_ELICITATION_STATE_KEY=rotated-{free_port()}-{'0' * 48},{old}")
+        said = up_sim(stack)
+    finally:
+        rotated.set()
+        runner.join(180)
+    assert not runner.is_alive(), "the run hung after the rotation"
+    after = container_ids(stack)
+    recreated = {name for name in before if after.get(name) != before[name]}
+    # the MCP server and its seed job share the environment that holds the key; nothing else
+    assert recreated == {f"{PROJECT}-mcp-server-1", f"{PROJECT}-mcp-seed-1"}, said[-3000:]
+    assert answered == [200], events
+    finished = [data for kind, data in events if kind == "run.finished"]
+    assert finished and finished[0]["status"] == "completed", events
+    with httpx.Client(base_url=stack.loop_url, headers=headers, timeout=60) as http:
+        run = http.post("/v1/runs", json={"input": "查一下我的假單"}).json()
+    searches = [s for s in run["steps"] if s["type"] == "tool"]
+    leaves = {leave["reason"]: leave["status"] for leave in searches[0]["result"]["leaves"]}
+    assert leaves["參加弟弟的畢業典禮"] == "cancelled", leaves
+
+
+def rotate(env: Path, setting: str) -> None:
+    key = setting.split("=", 1)[0]
+    lines = env.read_text().splitlines()
+    env.write_text(
+        "\n".join(setting if line.startswith(f"{key}=") else line for line in lines) + "\n"
+    )
 
 
 def test_make_load_compose_runs_a_master_and_two_workers_against_the_stack(

@@ -78,7 +78,9 @@ class ProductionStack:
         self.site = self._site_override(jwks)
         self.files = f"COMPOSE_FILES={SITE_OVERRIDE} {self.site}"
         extra = (LAYOUT_FILE, REPO / SITE_OVERRIDE, self.site)
-        self.stack = Stack(sim=True, env_file=self.env, extra_files=extra, environ=engine.env)
+        self.stack = Stack(
+            sim=True, env_file=self.env, extra_files=extra, environ=engine.env, engine="podman"
+        )
 
     def _site_override(self, jwks: Path) -> Path:
         bundle_image = self.compose_config()["services"]["loop"]["image"]
