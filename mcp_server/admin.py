@@ -109,7 +109,7 @@ def _seed(settings: ServerSettings, database: Database, reset: bool) -> int:
 
 def _import(database: Database, path: Path, dry_run: bool) -> int:
     try:
-        changes = people.apply(database, people.read(path), dry_run=dry_run)
+        changes = people.run(database, path, dry_run=dry_run)
     except people.ImportRefused as refused:
         raise CommandError(f"import refused, nothing written:\n{refused}") from None
     for line in people.report(changes, dry_run=dry_run):
