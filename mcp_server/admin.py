@@ -84,11 +84,22 @@ def run(args: argparse.Namespace, settings: ServerSettings, database: Database) 
         print(said, file=sys.stderr if args.path == backup.STDIO else sys.stdout)
         return 0
     if command == "remove-demo-data":
-        tokens, employees = remove_demo_data(database)
+        removed = remove_demo_data(database)
         print(
-            f"removed {tokens} demo token(s) and {len(employees)} demo employee(s)"
-            + (f" ({', '.join(employees)})" if employees else "")
+            f"removed {removed.tokens} demo token(s) and {len(removed.employees)} demo "
+            f"employee(s)" + (f" ({', '.join(removed.employees)})" if removed.employees else "")
         )
+        for demo_id, reports in sorted(removed.kept.items()):
+            one = len(reports) == 1
+            shown = ", ".join(reports[:10]) + (
+                f" and {len(reports) - 10} more" * (len(reports) > 10)
+            )
+            print(
+                f"kept demo employee {demo_id}: {shown} report{'s' * one} to them; import "
+                f"{demo_id} from the HR export (it becomes the company's own) or give "
+                f"{'this employee' if one else 'these employees'} another manager, then run "
+                "remove-demo-data again"
+            )
         return 0
     raise AssertionError(command)
 

@@ -347,3 +347,25 @@ def test_a_row_identical_to_a_demo_employee_is_reported_as_taken_over(tmp_path, 
     assert said.splitlines()[-1] == "import: 0 employee(s) created, 1 updated, 0 unchanged"
     said = cli(db_url, "import", str(export))[1]
     assert said.splitlines()[-1].endswith("1 unchanged — nothing to do")
+
+
+def test_remove_demo_data_says_which_demo_manager_it_kept_and_who_reports_to_them(
+    tmp_path, db_url
+):
+    """It kept demo manager M001, to whom an imported employee reported, without a word."""
+    export = tmp_path / "people.csv"
+    export.write_text(HEADER + "C100,林大為,M001,15,30,14,0\nC101,黃淑芬,M001,1,1,1,1\n")
+    assert cli(db_url, "import", str(export))[0] == 0
+    status, said = cli(db_url, "remove-demo-data")
+    assert status == 0
+    assert said.splitlines() == [
+        "removed 3 demo token(s) and 2 demo employee(s) (E001, E002)",
+        "kept demo employee M001: C100, C101 report to them; import M001 from the HR export "
+        "(it becomes the company's own) or give these employees another manager, then run "
+        "remove-demo-data again",
+    ]
+    export.write_text(HEADER + "C100,林大為,,15,30,14,0\nC101,黃淑芬,,1,1,1,1\n")
+    assert cli(db_url, "import", str(export))[0] == 0
+    assert cli(db_url, "remove-demo-data") == (
+        0, "removed 0 demo token(s) and 1 demo employee(s) (M001)\n"
+    )  # fmt: skip
