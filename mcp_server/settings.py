@@ -57,6 +57,9 @@ class ServerSettings(BaseSettings):
     oidc_jwks_max_stale_seconds: float = Field(
         3600.0, gt=0, description="Keys held keep working this long when the JWKS URL is down."
     )
+    max_header_bytes: int = Field(
+        16384, ge=1024, description="Larger request headers → 431 (the loop's limit too)."
+    )
     otlp_traces_endpoint: OptionalHttpUrl = Field(
         None, description="OTLP/HTTP traces URL (…/v1/traces); unset: no traces exported."
     )

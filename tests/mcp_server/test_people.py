@@ -349,9 +349,7 @@ def test_a_row_identical_to_a_demo_employee_is_reported_as_taken_over(tmp_path, 
     assert said.splitlines()[-1].endswith("1 unchanged — nothing to do")
 
 
-def test_remove_demo_data_says_which_demo_manager_it_kept_and_who_reports_to_them(
-    tmp_path, db_url
-):
+def test_remove_demo_data_says_which_demo_manager_it_kept_and_who_reports_to_them(tmp_path, db_url):
     """It kept demo manager M001, to whom an imported employee reported, without a word."""
     export = tmp_path / "people.csv"
     export.write_text(HEADER + "C100,林大為,M001,15,30,14,0\nC101,黃淑芬,M001,1,1,1,1\n")
