@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import subprocess
 import sys
 
@@ -181,7 +182,7 @@ def test_in_production_the_seed_step_creates_the_schema_and_nothing_else(
     tmp_path, new_database_url
 ):
     url = new_database_url(tmp_path, "prod")
-    env = {"MCP_ENV": "production", "MCP_ELICITATION_STATE_KEY": "k" * 40}
+    env = {"MCP_ENV": "production", "MCP_ELICITATION_STATE_KEY": secrets.token_hex(32)}
     status, said = cli(url, "seed", **env)
     assert status == 0 and "no demo data" in said
     db = Database(url)
