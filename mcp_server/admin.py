@@ -78,6 +78,9 @@ def run(args: argparse.Namespace, settings: ServerSettings, database: Database) 
     if command in ("backup", "restore"):
         from common import backup
 
+        # this process's own connections closed first: a restore refuses a database that
+        # any other connection holds open
+        database.dispose()
         act = backup.backup if command == "backup" else backup.restore
         said = act(settings.database_url, args.path, Base.metadata.tables, "the leave database")
         # with `-` standard output may carry the backup itself
