@@ -126,16 +126,21 @@ class _RolledBack(Exception):
 @contextmanager
 def _opened(path: Path) -> Iterator[IO[bytes]]:
     """The file, opened to be read twice; standard input spooled to a temporary file."""
-    try:
-        if str(path) == "-":
-            with tempfile.TemporaryFile() as spooled:
+    # only the opening and the spooling are the file's fault, not what is done with it after
+    if str(path) == "-":
+        with tempfile.TemporaryFile() as spooled:
+            try:
                 shutil.copyfileobj(sys.stdin.buffer, spooled)
-                yield spooled
-        else:
-            with path.open("rb") as file:
-                yield file
+            except OSError as error:
+                raise ImportRefused([f"{path}: cannot read it: {error.strerror}"]) from None
+            yield spooled
+        return
+    try:
+        file = path.open("rb")
     except OSError as error:
         raise ImportRefused([f"{path}: cannot read it: {error.strerror}"]) from None
+    with file:
+        yield file
 
 
 class _NotUtf8(Exception):
