@@ -266,3 +266,16 @@ def test_production_takes_the_identity_provider_over_https_only(
 def test_allowed_hosts_read_as_a_comma_separated_list(monkeypatch):
     monkeypatch.setenv("MCP_ALLOWED_HOSTS", "mcp-server:8090, 127.0.0.1:*")
     assert ServerSettings().allowed_hosts == ["mcp-server:8090", "127.0.0.1:*"]
+
+
+def test_the_key_shipped_in_the_examples_is_one_production_knows():
+    """The likeness check compares with KNOWN_DEFAULT_SECRETS: the example's key must be in it."""
+    from mcp_server.settings import KNOWN_DEFAULT_SECRETS
+    from stack.compose import REPO_ROOT
+
+    shipped = [
+        line.split("=", 1)[1].strip()
+        for line in (REPO_ROOT / "deploy" / ".env.example").read_text().splitlines()
+        if line.startswith("MCP_ELICITATION_STATE_KEY=")
+    ]
+    assert shipped and set(shipped) <= KNOWN_DEFAULT_SECRETS
