@@ -22,6 +22,7 @@ import tempfile
 from collections.abc import Iterable
 from contextlib import closing
 from pathlib import Path
+from urllib.parse import quote
 
 from sqlalchemy.engine import URL, make_url
 
@@ -59,7 +60,8 @@ def backup(url: str, path: Path, tables: Iterable[str], what: str) -> str:
         check(partial, parsed, tables, what)
         os.replace(partial, path)
     finally:
-        partial.unlink(missing_ok=True)
+        for leftover in (partial, *_companions(partial)):
+            leftover.unlink(missing_ok=True)
     return f"backed up {what} to {path} ({path.stat().st_size:,} bytes)"
 
 
@@ -87,7 +89,7 @@ def restore(url: str, path: Path, tables: Iterable[str], what: str) -> str:
         target = Path(parsed.database or "")
         if not target.parent.is_dir():
             raise CommandError(f"restore: {target.parent} is not a folder")
-        _sqlite_backup(path, target)
+        _sqlite_restore(path, target, what)
     else:
         _pg_restore(parsed, path)
     return f"restored {what} from {path}"
@@ -118,7 +120,7 @@ def check(path: Path, url: URL, tables: Iterable[str], what: str) -> None:
         if head != SQLITE_HEADER:
             raise CommandError(f"restore: {path} is not a SQLite backup of {what}")
         try:
-            with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as connection:
+            with closing(sqlite3.connect(_unchanging(path), uri=True)) as connection:
                 integrity = connection.execute("PRAGMA integrity_check").fetchone()[0]
                 found = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
         except sqlite3.Error as error:
@@ -142,16 +144,58 @@ def _sqlite_file(url: URL, what: str) -> Path:
     return database
 
 
+def _companions(path: Path) -> list[Path]:
+    """The files SQLite may keep beside a database: its write-ahead log, its shared-memory
+    index, its rollback journal."""
+    return [path.with_name(path.name + suffix) for suffix in ("-wal", "-shm", "-journal")]
+
+
+def _unchanging(path: Path) -> str:
+    """The URI of a backup file, read-only and immutable: nothing writes it while it is read,
+    so SQLite makes no -wal and -shm beside it (a file in WAL mode opened only read-only does,
+    and leaves them there)."""
+    return f"file:{quote(str(path.absolute()))}?mode=ro&immutable=1"
+
+
 def _sqlite_backup(source: Path, target: Path) -> None:
-    """SQLite's online backup: every page of one consistent snapshot of `source`."""
+    """SQLite's online backup: every page of one consistent snapshot of `source`, made a file
+    of its own (rollback journal, not the live database's WAL mode), so that nothing that
+    opens it later leaves files beside it."""
     try:
         with (
-            closing(sqlite3.connect(f"file:{source}?mode=ro", uri=True)) as reader,
+            closing(sqlite3.connect(f"file:{quote(str(source.absolute()))}?mode=ro", uri=True))
+            as reader,
             closing(sqlite3.connect(target)) as writer,
-        ):
+        ):  # fmt: skip
             reader.backup(writer)  # in one step: the destination is written in one transaction
+            writer.execute("PRAGMA journal_mode=DELETE")
     except sqlite3.Error as error:
         raise CommandError(f"cannot copy {source} to {target}: {error}") from None
+
+
+def _sqlite_restore(backup_file: Path, target: Path, what: str) -> None:
+    """`target` replaced by the backup, unless another process has it open: SQLite lets a
+    database leave WAL mode (in which the services keep it) only on its sole connection, so
+    the attempt is refused at once ("locked") while a server, or anything else, is on it.
+    (A process that ended holds nothing: its locks went with it.)"""
+    try:
+        with (
+            closing(sqlite3.connect(_unchanging(backup_file), uri=True)) as reader,
+            closing(sqlite3.connect(target, timeout=0)) as writer,
+        ):
+            try:
+                writer.execute("PRAGMA journal_mode=DELETE")
+            except sqlite3.OperationalError as error:
+                if "locked" not in str(error) and "busy" not in str(error):
+                    raise
+                raise CommandError(
+                    f"restore: {what} ({target}) is open in another process, a running "
+                    "server most likely: stop it first (docs/operations.md#backups); nothing "
+                    "was changed"
+                ) from None
+            reader.backup(writer)
+    except sqlite3.Error as error:
+        raise CommandError(f"cannot copy {backup_file} to {target}: {error}") from None
 
 
 def _tool(name: str) -> str:

@@ -105,6 +105,23 @@ def opening(setting: str, what: str) -> Iterator[None]:
         raise StartupError(f"{setting}: cannot open {what}: {first_line(error)}") from None
 
 
+@contextmanager
+def commanding(command: str, setting: str, what: str) -> Iterator[None]:
+    """Around an operator's command: a database's error becomes a StartupError naming
+    `setting`, any other failure a CommandError naming the command, never the database (a CSV
+    cell too long, a date out of range once read "cannot open the leave database")."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        yield
+    except (StartupError, CommandError):
+        raise
+    except SQLAlchemyError as error:
+        raise StartupError(f"{setting}: cannot open {what}: {first_line(error)}") from None
+    except Exception as error:
+        raise CommandError(f"{command}: {type(error).__name__}: {first_line(error)}") from None
+
+
 def first_line(error: BaseException) -> str:
     text = str(error).strip().splitlines()
     return (text[0] if text else type(error).__name__)[:300]

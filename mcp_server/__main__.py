@@ -7,7 +7,7 @@ import argparse
 import logging
 import sys
 
-from common.entrypoint import exit_on_startup_error, opening
+from common.entrypoint import commanding, exit_on_startup_error, opening
 
 
 @exit_on_startup_error
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command not in (None, "serve"):
         from .admin import run
 
-        with opening("MCP_DATABASE_URL", "the leave database"):
+        with commanding(args.command, "MCP_DATABASE_URL", "the leave database"):
             return run(args, settings, database)
 
     from .admin import refuse_demo_tokens_in_production

@@ -78,17 +78,31 @@ def run(args: argparse.Namespace, settings: ServerSettings, database: Database) 
     if command in ("backup", "restore"):
         from common import backup
 
+        # this process's own connections closed first: a restore refuses a database that
+        # any other connection holds open
+        database.dispose()
         act = backup.backup if command == "backup" else backup.restore
         said = act(settings.database_url, args.path, Base.metadata.tables, "the leave database")
         # with `-` standard output may carry the backup itself
         print(said, file=sys.stderr if args.path == backup.STDIO else sys.stdout)
         return 0
     if command == "remove-demo-data":
-        tokens, employees = remove_demo_data(database)
+        removed = remove_demo_data(database)
         print(
-            f"removed {tokens} demo token(s) and {len(employees)} demo employee(s)"
-            + (f" ({', '.join(employees)})" if employees else "")
+            f"removed {removed.tokens} demo token(s) and {len(removed.employees)} demo "
+            f"employee(s)" + (f" ({', '.join(removed.employees)})" if removed.employees else "")
         )
+        for demo_id, reports in sorted(removed.kept.items()):
+            one = len(reports) == 1
+            shown = ", ".join(reports[:10]) + (
+                f" and {len(reports) - 10} more" * (len(reports) > 10)
+            )
+            print(
+                f"kept demo employee {demo_id}: {shown} report{'s' * one} to them; import "
+                f"{demo_id} from the HR export (it becomes the company's own) or give "
+                f"{'this employee' if one else 'these employees'} another manager, then run "
+                "remove-demo-data again"
+            )
         return 0
     raise AssertionError(command)
 
@@ -109,7 +123,7 @@ def _seed(settings: ServerSettings, database: Database, reset: bool) -> int:
 
 def _import(database: Database, path: Path, dry_run: bool) -> int:
     try:
-        changes = people.apply(database, people.read(path), dry_run=dry_run)
+        changes = people.run(database, path, dry_run=dry_run)
     except people.ImportRefused as refused:
         raise CommandError(f"import refused, nothing written:\n{refused}") from None
     for line in people.report(changes, dry_run=dry_run):

@@ -9,14 +9,18 @@ from contextlib import asynccontextmanager
 
 import anyio
 import anyio.to_thread
+from mcp.server.auth.routes import cors_middleware
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.transport_security import TransportSecuritySettings
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import AnyHttpUrl
+from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from common.limits import HeaderSizeLimit
 from common.sqlite import utcnow
 from common.tracing import TraceContext
 
@@ -122,10 +126,40 @@ def create_app(settings: ServerSettings, database: Database | None = None) -> AS
             tasks.cancel_scope.cancel()
 
     app.router.lifespan_context = lifespan
+    name_the_issuer_as_set(app, settings)
     served: ASGIApp = CountAuthFailures(SignInOutage(app), metrics)
     # A tool call continues the caller's trace: the SDK reads it from the request's `_meta`,
     # this from the HTTP `traceparent` header (a client that sends only that).
-    return TraceContext(served) if settings.otlp_traces_endpoint else served
+    traced = TraceContext(served) if settings.otlp_traces_endpoint else served
+    # uvicorn's parser reads header fields of any size: a 5 MB Authorization header was read,
+    # hashed and looked up. Refused first, before anything else sees it.
+    return HeaderSizeLimit(traced, settings.max_header_bytes)
+
+
+RESOURCE_METADATA = "/.well-known/oauth-protected-resource"
+
+
+def name_the_issuer_as_set(app: Starlette, settings: ServerSettings) -> None:
+    """The SDK's protected-resource metadata names the token issuer as pydantic normalises a
+    URL, a slash added to a bare host (`https://idp.example.com/`): not the `iss` the
+    provider's tokens carry, which a client compares as a string. Its route answers with the
+    issuer (and resource) exactly as set instead."""
+    body = {
+        "resource": f"{settings.base_url}/mcp",
+        "authorization_servers": [settings.oidc_issuer or settings.base_url],
+        "bearer_methods_supported": ["header"],
+    }
+
+    async def metadata(_: Request) -> Response:
+        return JSONResponse(body, headers={"Cache-Control": "public, max-age=3600"})
+
+    for index, route in enumerate(app.router.routes):
+        if isinstance(route, Route) and route.path.startswith(RESOURCE_METADATA):
+            app.router.routes[index] = Route(
+                route.path,
+                endpoint=cors_middleware(metadata, ["GET", "OPTIONS"]),
+                methods=["GET", "OPTIONS"],
+            )
 
 
 def sign_in(settings: ServerSettings, identities: Identities) -> SignIn | None:

@@ -28,6 +28,10 @@ from .storage import ApiToken, Database, Employee, new_token_id
 TOUCH_EVERY = dt.timedelta(seconds=60)
 _DURATION = re.compile(r"^(\d+)([smhdw])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+# A token's lifetime at most: beyond it a date overflows (a year past 9999), and no token needs
+# one so long (leave --expires-in out for a token that never expires).
+MAX_LIFETIME_DAYS = 3650
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +74,13 @@ def parse_duration(text: str) -> dt.timedelta:
     found = _DURATION.match(text.strip())
     if not found or int(found.group(1)) == 0:
         raise ValueError(f"{text!r} is not a duration such as 90d, 12h, 30m or 3600s")
-    return dt.timedelta(**{_UNITS[found.group(2)]: int(found.group(1))})
+    count, unit = int(found.group(1)), found.group(2)
+    if count * _SECONDS[unit] > MAX_LIFETIME_DAYS * 86400:
+        raise ValueError(
+            f"{text!r} is longer than {MAX_LIFETIME_DAYS} days; leave --expires-in out for a "
+            "token that never expires"
+        )
+    return dt.timedelta(**{_UNITS[unit]: count})
 
 
 class Identities:

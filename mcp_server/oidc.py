@@ -141,8 +141,10 @@ def _decoded(token: str, key: jwt.PyJWK, s: SignInSettings) -> dict[str, Any]:
         )
     except jwt.ExpiredSignatureError:
         raise TokenRefused("expired") from None
-    except jwt.ImmatureSignatureError:
-        raise TokenRefused("not valid yet (nbf)") from None
+    except jwt.ImmatureSignatureError as error:
+        # PyJWT says which claim lies in the future: issued at (iat) or not before (nbf)
+        claim = "iat" if "(iat)" in str(error) else "nbf"
+        raise TokenRefused(f"not valid yet ({claim})") from None
     except jwt.InvalidAudienceError:
         raise TokenRefused(f"audience is not {s.audience}") from None
     except jwt.InvalidIssuerError:

@@ -4,20 +4,28 @@ balances, created or updated (a second import of the same file changes nothing).
 The file is CSV, UTF-8, with a header: `employee_id`, `name`, `manager_id` (empty for the top
 of the company), one column per leave type holding the remaining days (named as the leave
 types are: 特休, 病假, …), and optionally `active` (true/false: false for someone who left).
-Every row is checked before anything is written; one bad row and nothing is.
+Every row is checked before anything is written, and every problem is reported at once; one
+bad row and nothing is written.
+
+The file is streamed, never held whole: a first pass checks it (keeping only each employee's
+id, line and manager), a second writes it in batches, all in one transaction. Standard input
+is spooled to a temporary file for the second pass.
 """
 
 from __future__ import annotations
 
 import csv
-import io
 import math
+import shutil
 import sys
-from collections.abc import Iterable
+import tempfile
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO, TypeVar
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from common.contract import LEAVE_TYPES
@@ -27,18 +35,43 @@ from .storage import Balance, Database, Employee
 REQUIRED = ("employee_id", "name", "manager_id")
 OPTIONAL = ("active",)
 MAX_ID, MAX_NAME = 32, 100  # the columns' lengths
+# No leave balance comes near a year of days (2,928 hours at 8 h a day): a bigger number is a
+# wrong column, unit or export, and ever bigger ones overflow to inf once made hours.
+MAX_BALANCE_DAYS = 366
 MAX_PROBLEMS = 50  # listed; the count says how many more
+BATCH = 500  # employees written per flush: memory stays flat whatever the file's size
 TRUE, FALSE = {"true", "1", "yes", "y"}, {"false", "0", "no", "n"}
+
+T = TypeVar("T")
 
 
 class ImportRefused(Exception):
-    """The file cannot be imported; `problems` says why, line by line."""
+    """The file cannot be imported; `problems` says why, line by line (the first
+    MAX_PROBLEMS of them; `more`: how many others)."""
 
-    def __init__(self, problems: list[str]) -> None:
+    def __init__(self, problems: list[str], more: int = 0) -> None:
         self.problems = problems
         shown = problems[:MAX_PROBLEMS]
-        more = len(problems) - len(shown)
+        more += len(problems) - len(shown)
         super().__init__("\n".join(shown + ([f"… and {more} more"] if more else [])))
+
+
+class _Problems:
+    """Every problem found, the first MAX_PROBLEMS kept as words."""
+
+    def __init__(self) -> None:
+        self.shown: list[str] = []
+        self.count = 0
+        self.unread = False  # the file could not be read to its end
+
+    def add(self, problem: str) -> None:
+        self.count += 1
+        if len(self.shown) < MAX_PROBLEMS:
+            self.shown.append(problem)
+
+    def refuse(self) -> None:
+        if self.count:
+            raise ImportRefused(self.shown, self.count - len(self.shown))
 
 
 @dataclass(frozen=True)
@@ -53,46 +86,160 @@ class Person:
 
 @dataclass
 class Changes:
-    created: list[str] = field(default_factory=list)  # a line per change, for the report
-    updated: list[str] = field(default_factory=list)
+    created: int = 0
+    updated: int = 0
     unchanged: int = 0
+    # a line per change, for the report: spooled to disk, not held (100,000 of them, maybe)
+    lines: IO[str] = field(
+        default_factory=lambda: tempfile.SpooledTemporaryFile(  # noqa: SIM115 (closed by report)
+            max_size=1 << 20, mode="w+", encoding="utf-8"
+        )
+    )
 
     @property
     def any(self) -> bool:
         return bool(self.created or self.updated)
 
 
-def read(path: Path) -> list[Person]:
-    """Every row of the file (`-`: standard input), checked on its own and against the
-    others; ImportRefused listing every problem with its line number."""
+def run(db: Database, path: Path, *, dry_run: bool = False) -> Changes:
+    """Check the file (`-`: standard input), then create or update every person (name,
+    manager, balances, active) in one transaction, rolled back on a dry run. ImportRefused,
+    before anything is written, listing every problem with its line number."""
+    with _opened(path) as source:
+        try:
+            with db.write() as s:
+                known = dict(s.execute(select(Employee.id, Employee.manager_id)).tuples().all())
+                header = _check(source, str(path), known)
+                changes = _apply(s, _people(source, str(path), header))
+                if dry_run:
+                    raise _RolledBack(changes)  # leaving the transaction by an error undoes it
+        except _RolledBack as rolled_back:
+            return rolled_back.changes
+    return changes
+
+
+class _RolledBack(Exception):
+    def __init__(self, changes: Changes) -> None:
+        self.changes = changes
+
+
+@contextmanager
+def _opened(path: Path) -> Iterator[IO[bytes]]:
+    """The file, opened to be read twice; standard input spooled to a temporary file."""
+    # only the opening and the spooling are the file's fault, not what is done with it after
+    if str(path) == "-":
+        with tempfile.TemporaryFile() as spooled:
+            try:
+                shutil.copyfileobj(sys.stdin.buffer, spooled)
+            except OSError as error:
+                raise ImportRefused([f"{path}: cannot read it: {error.strerror}"]) from None
+            yield spooled
+        return
     try:
-        data = sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
-        text = data.decode("utf-8-sig")
+        file = path.open("rb")
     except OSError as error:
         raise ImportRefused([f"{path}: cannot read it: {error.strerror}"]) from None
-    except UnicodeDecodeError as error:
-        raise ImportRefused(
-            [f"{path}: not UTF-8 (byte {error.start}): export it as UTF-8"]
-        ) from None
-    rows = csv.reader(io.StringIO(text, newline=""))
-    header = [cell.strip() for cell in next(rows, [])]
-    problems = _header_problems(header)
-    if problems:
-        raise ImportRefused(problems)
-    people: list[Person] = []
-    for line, cells in enumerate(rows, start=2):
+    with file:
+        yield file
+
+
+class _NotUtf8(Exception):
+    def __init__(self, offset: int) -> None:
+        self.offset = offset
+
+
+def _decoded(source: IO[bytes]) -> Iterator[str]:
+    """The file's lines as text. A line at a time: UTF-8 never has a newline byte inside a
+    character, so no character is cut in two."""
+    offset = 0
+    for raw in source:
+        try:
+            text = raw.decode("utf-8-sig" if offset == 0 else "utf-8")
+        except UnicodeDecodeError as error:
+            raise _NotUtf8(offset + error.start) from None
+        offset += len(raw)
+        yield text
+
+
+def _records(source: IO[bytes], name: str, problems: _Problems) -> Iterator[tuple[int, list[str]]]:
+    """(line, cells) of each record, the header's line 1. A file that is not UTF-8, or a
+    record CSV cannot read, ends the reading with a problem saying where."""
+    source.seek(0)
+    rows = csv.reader(_decoded(source))
+    line = 1
+    while True:
+        try:
+            cells = next(rows)
+        except StopIteration:
+            return
+        except _NotUtf8 as error:
+            problems.add(f"{name}: not UTF-8 (byte {error.offset}): export it as UTF-8")
+            problems.unread = True
+            return
+        except csv.Error as error:
+            if "field larger than field limit" in str(error):
+                problems.add(
+                    f"{name}: line {line}: a cell longer than {csv.field_size_limit():,} "
+                    "characters (a quote left open, or not the HR export?); nothing after it "
+                    "was read"
+                )
+            else:
+                problems.add(f"{name}: line {line}: not CSV ({error}); nothing after it was read")
+            problems.unread = True
+            return
+        yield line, cells
+        line += 1
+
+
+def _check(source: IO[bytes], name: str, known: dict[str, str | None]) -> list[str]:
+    """The header, after a pass over the whole file finding every problem: each row on its
+    own, duplicates, and unknown managers and manager cycles in the company as it would be
+    after the import (`known`: employee → manager as the database has it now)."""
+    problems = _Problems()
+    records = _records(source, name, problems)
+    header = [cell.strip() for cell in next(records, (1, []))[1]]
+    if problems.unread and not header:
+        problems.refuse()  # the header itself could not be read
+    for problem in _header_problems(header):
+        problems.add(problem)
+    if problems.count and not all(column in header for column in REQUIRED):
+        problems.refuse()  # rows cannot be read without these columns
+    seen: dict[str, tuple[int, str | None]] = {}  # employee → (line, manager)
+    for line, cells in records:
         if not any(cell.strip() for cell in cells):
             continue  # a blank line
         person, said = _person(line, header, cells)
-        problems += said
-        if person is not None:
-            people.append(person)
-    if not people and not problems:
-        problems.append("line 2: the file has no employees")
-    problems += _duplicates(people)
-    if problems:
-        raise ImportRefused(problems)
-    return people
+        for problem in said:
+            problems.add(problem)
+        if person is None:
+            continue
+        if person.employee_id in seen:
+            problems.add(
+                f"line {line}: employee_id {person.employee_id} is on line "
+                f"{seen[person.employee_id][0]} too"
+            )
+        else:
+            seen[person.employee_id] = (line, person.manager_id)
+    if not seen and not problems.count:
+        problems.add("line 2: the file has no employees")
+    if not problems.unread:  # else a manager may be on a line not read
+        for problem in _manager_problems(seen, known):
+            problems.add(problem)
+    problems.refuse()
+    return header
+
+
+def _people(source: IO[bytes], name: str, header: list[str]) -> Iterator[Person]:
+    """The file's people, read again once it is known to be sound."""
+    problems = _Problems()
+    records = _records(source, name, problems)
+    next(records)
+    for line, cells in records:
+        if any(cell.strip() for cell in cells):
+            person, _ = _person(line, header, cells)
+            assert person is not None and person.line == line  # _check found no problem
+            yield person
+    assert not problems.count, problems.shown
 
 
 def _header_problems(header: list[str]) -> list[str]:
@@ -111,6 +258,9 @@ def _header_problems(header: list[str]) -> list[str]:
 
 
 def _person(line: int, header: list[str], cells: list[str]) -> tuple[Person | None, list[str]]:
+    """The row as a person, and its problems. A row with problems still names its employee
+    and manager when it can (the person then has no balances), so that the managers can be
+    checked too: every problem is reported at once, not one round after another."""
     if len(cells) != len(header):
         return None, [f"line {line}: {len(cells)} cells, the header has {len(header)}"]
     row = {name: cell.strip() for name, cell in zip(header, cells, strict=True)}
@@ -126,131 +276,149 @@ def _person(line: int, header: list[str], cells: list[str]) -> tuple[Person | No
         problems.append(f"line {line}: name longer than {MAX_NAME} characters")
     balances: dict[str, float] = {}
     for leave_type in (t for t in LEAVE_TYPES if row.get(t)):
+        said = row[leave_type]
         try:
-            days = float(row[leave_type])
+            days = float(said)
         except ValueError:
-            problems.append(f"line {line}: {leave_type} balance {row[leave_type]!r} is no number")
+            problems.append(f"line {line}: {leave_type} balance {said!r} is no number")
             continue
-        if not math.isfinite(days) or days < 0:
-            problems.append(f"line {line}: {leave_type} balance {row[leave_type]} is negative")
-            continue
-        balances[leave_type] = days
+        if math.isnan(days) or said.lower().lstrip("+-") in ("inf", "infinity"):
+            problems.append(f"line {line}: {leave_type} balance {said!r} is no number of days")
+        elif days < 0:
+            problems.append(f"line {line}: {leave_type} balance {said} is negative")
+        elif days > MAX_BALANCE_DAYS:  # 1e309 too: float() makes it inf
+            problems.append(
+                f"line {line}: {leave_type} balance {said} is more than {MAX_BALANCE_DAYS} "
+                "days, more than any leave balance holds (days, not hours?)"
+            )
+        else:
+            balances[leave_type] = days
     active: bool | None = None
     if row.get("active"):
         flag = row["active"].lower()
         if flag not in TRUE | FALSE:
             problems.append(f"line {line}: active {row['active']!r} is neither true nor false")
         active = flag in TRUE
-    if problems:
+    if not employee_id or len(employee_id) > MAX_ID:
         return None, problems
     manager = row["manager_id"] or None
-    return Person(line, employee_id, name, manager, balances, active), []
+    return Person(line, employee_id, name, manager, balances, active), problems
 
 
-def _duplicates(people: list[Person]) -> list[str]:
-    first: dict[str, int] = {}
-    problems = []
-    for person in people:
-        if person.employee_id in first:
-            problems.append(
-                f"line {person.line}: employee_id {person.employee_id} is on line "
-                f"{first[person.employee_id]} too"
-            )
-        else:
-            first[person.employee_id] = person.line
-    return problems
-
-
-def _manager_problems(people: list[Person], known: dict[str, str | None]) -> list[str]:
-    """Unknown managers and manager cycles, in the company as it would be after the import
-    (`known`: employee → manager as the database has it now)."""
-    managers = {**known, **{p.employee_id: p.manager_id for p in people}}
-    problems = []
-    for person in people:
-        if person.manager_id is not None and person.manager_id not in managers:
-            problems.append(
-                f"line {person.line}: manager_id {person.manager_id} of {person.employee_id} "
-                "is no employee (neither in the file nor in the leave database)"
-            )
-    for person in people:
-        chain, current = [person.employee_id], person.manager_id
-        while current is not None and current in managers and current not in chain:
-            chain.append(current)
+def _manager_problems(
+    people: dict[str, tuple[int, str | None]], known: dict[str, str | None]
+) -> list[str]:
+    """Unknown managers and manager cycles (each cycle on each of its members' lines), in line
+    order. Each employee is walked once: a long chain of managers costs no more than a flat
+    company."""
+    managers = {**known, **{e: manager for e, (_, manager) in people.items()}}
+    found: list[tuple[int, str]] = []
+    for employee_id, (line, manager) in people.items():
+        if manager is not None and manager not in managers:
+            found.append(
+                (line, f"line {line}: manager_id {manager} of {employee_id} is no employee "
+                 "(neither in the file nor in the leave database)")
+            )  # fmt: skip
+    walked: dict[str, bool] = {}  # employee → False while on the current walk, True after
+    for start in people:
+        path: list[str] = []
+        current: str | None = start
+        while current is not None and current in managers and current not in walked:
+            walked[current] = False
+            path.append(current)
             current = managers[current]
-        if current is not None and current in chain:
-            loop = [*chain[chain.index(current) :], current]
-            if loop[0] == person.employee_id:  # report each cycle on its members' lines
-                problems.append(f"line {person.line}: managers form a cycle: {' → '.join(loop)}")
-    return problems
+        if current is not None and walked.get(current) is False:
+            cycle = path[path.index(current) :]
+            for at, member in enumerate(cycle):
+                if member in people:
+                    loop = [*cycle[at:], *cycle[:at], member]
+                    line = people[member][0]
+                    found.append((line, f"line {line}: managers form a cycle: {' → '.join(loop)}"))
+        for employee_id in path:
+            walked[employee_id] = True
+    return [problem for _, problem in sorted(found)]
 
 
-def apply(db: Database, people: list[Person], *, dry_run: bool = False) -> Changes:
-    """Create or update every person (name, manager, balances, active); in one transaction,
-    rolled back on a dry run. ImportRefused before anything is written when a manager is
-    unknown or the managers would form a cycle."""
-    try:
-        with db.write() as s:
-            changes = _apply(s, people)
-            if dry_run:
-                raise _RolledBack(changes)  # leaving the transaction by an error undoes it
-    except _RolledBack as rolled_back:
-        return rolled_back.changes
-    return changes
+def _batches(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    batch: list[T] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
-class _RolledBack(Exception):
-    def __init__(self, changes: Changes) -> None:
-        self.changes = changes
-
-
-def _apply(s: Session, people: list[Person]) -> Changes:
-    existing = {e.id: e for e in s.scalars(select(Employee)).all()}
-    problems = _manager_problems(people, {i: e.manager_id for i, e in existing.items()})
-    if problems:
-        raise ImportRefused(problems)
-    balances = {(b.employee_id, b.leave_type): b for b in s.scalars(select(Balance)).all()}
+def _apply(s: Session, people: Iterator[Person]) -> Changes:
     changes = Changes()
-    added = {p.employee_id for p in people if p.employee_id not in existing}
-    for person in (
-        p for p in people if p.employee_id in added
-    ):  # first without managers: a manager may be a row further down
-        employee = Employee(id=person.employee_id, name=person.name, source="import")
-        s.add(employee)
-        existing[person.employee_id] = employee
-    s.flush()
-    for person in people:
-        said = _update(s, existing[person.employee_id], person, balances)
-        if person.employee_id in added:
-            changes.created.append(f"+ {person.employee_id} {person.name}: {_described(person)}")
-        elif said:
-            changes.updated.append(f"~ {person.employee_id}: {'; '.join(said)}")
-        else:
-            changes.unchanged += 1
+    # Managers are set last: a manager may be a row further down, not yet written.
+    managers: list[tuple[str, str | None]] = []
+    for batch in _batches(people, BATCH):
+        ids = [p.employee_id for p in batch]
+        existing = {e.id: e for e in s.scalars(select(Employee).where(Employee.id.in_(ids)))}
+        balances = {
+            (b.employee_id, b.leave_type): b
+            for b in s.scalars(select(Balance).where(Balance.employee_id.in_(ids)))
+        }
+        new = {p.employee_id for p in batch if p.employee_id not in existing}
+        for person in (p for p in batch if p.employee_id in new):
+            employee = Employee(id=person.employee_id, name=person.name, source="import")
+            s.add(employee)
+            existing[person.employee_id] = employee
+        s.flush()  # the new employees before their balances, which refer to them
+        for person in batch:
+            employee = existing[person.employee_id]
+            if person.employee_id in new:
+                _update(s, employee, person, balances, managers)
+                changes.created += 1
+                changes.lines.write(f"+ {person.employee_id} {person.name}: {_described(person)}\n")
+                continue
+            said = _update(s, employee, person, balances, managers)
+            if said:
+                changes.updated += 1
+                changes.lines.write(f"~ {person.employee_id}: {'; '.join(said)}\n")
+            else:
+                changes.unchanged += 1
+        s.flush()
+        s.expunge_all()  # written: the session need not hold them any more
+    for chunk in _batches(managers, BATCH):
+        s.execute(update(Employee), [{"id": e, "manager_id": m} for e, m in chunk])
     return changes
 
 
 def _update(
-    s: Session, employee: Employee, person: Person, balances: dict[tuple[str, str], Balance]
+    s: Session,
+    employee: Employee,
+    person: Person,
+    balances: dict[tuple[str, str], Balance],
+    managers: list[tuple[str, str | None]],
 ) -> list[str]:
-    """Bring one employee in line with the file; what changed, as words."""
+    """Bring one employee in line with the file; what changed, as words. A new manager is
+    added to `managers`, to be set once every employee is written."""
     said = []
     if employee.name != person.name:
         said.append(f"name {employee.name} → {person.name}")
         employee.name = person.name
     if employee.manager_id != person.manager_id:
         said.append(f"manager {employee.manager_id or '—'} → {person.manager_id or '—'}")
-        employee.manager_id = person.manager_id
+        managers.append((person.employee_id, person.manager_id))
     if person.active is not None and employee.is_active != person.active:
         said.append("reactivated" if person.active else "deactivated (left the company)")
         employee.active = person.active
-    employee.source = "import"  # the company's own now, even under a demo id
+    if employee.source != "import":
+        # the company's own now, even under a demo id: remove-demo-data keeps it
+        said.append("now the company's own (was demo data)")
+        employee.source = "import"
     for leave_type in LEAVE_TYPES:
         days = person.balances.get(leave_type)
-        balance = balances.get((employee.id, leave_type))
+        balance = balances.get((person.employee_id, leave_type))
         if balance is None:
-            balance = Balance(employee_id=employee.id, leave_type=leave_type, remaining_days=0.0)
+            balance = Balance(
+                employee_id=person.employee_id, leave_type=leave_type, remaining_days=0.0
+            )
             s.add(balance)
-            balances[(employee.id, leave_type)] = balance
+            balances[(person.employee_id, leave_type)] = balance
             if days is None:
                 continue
         if days is not None and balance.remaining_days != days:
@@ -265,13 +433,16 @@ def _described(person: Person) -> str:
     return f"{manager}; {days or 'no balances'}" + ("; inactive" if person.active is False else "")
 
 
-def report(changes: Changes, *, dry_run: bool) -> Iterable[str]:
+def report(changes: Changes, *, dry_run: bool) -> Iterator[str]:
+    """A line per change, in the file's order, then the counts."""
+    with changes.lines:
+        changes.lines.seek(0)
+        for line in changes.lines:
+            yield line.rstrip("\n")
     verb = "would be" if dry_run else ""
-    yield from changes.created
-    yield from changes.updated
     yield (
-        f"import{' (dry run)' if dry_run else ''}: {len(changes.created)} employee(s) "
-        f"{verb + ' ' if verb else ''}created, {len(changes.updated)} {verb + ' ' if verb else ''}"
+        f"import{' (dry run)' if dry_run else ''}: {changes.created} employee(s) "
+        f"{verb + ' ' if verb else ''}created, {changes.updated} {verb + ' ' if verb else ''}"
         f"updated, {changes.unchanged} unchanged"
         + ("" if changes.any or dry_run else " — nothing to do")
     )

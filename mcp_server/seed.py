@@ -4,6 +4,7 @@ demo tokens (which a production server refuses, and refuses to start beside); an
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
@@ -112,21 +113,31 @@ def demo_employees(s: Session) -> list[Employee]:
     ]
 
 
-def remove_demo_data(db: Database) -> tuple[int, list[str]]:
+@dataclass
+class DemoRemoved:
+    tokens: int
+    employees: list[str]
+    # demo employee → the other employees who report to them: kept (their reports would lose
+    # their manager), for the operator to settle
+    kept: dict[str, list[str]]
+
+
+def remove_demo_data(db: Database) -> DemoRemoved:
     """Delete the demo tokens, and the demo employees with their leaves, balances, audit
-    entries and open confirmations: (tokens removed, employees removed). A demo employee an
-    imported one reports to stays (their report would lose a manager)."""
+    entries and open confirmations. A demo employee someone else reports to stays, and is
+    named with those reports."""
     with db.write() as s:
         tokens = s.execute(delete(ApiToken).where(ApiToken.is_demo.is_(True)))
         demo = {e.id for e in demo_employees(s)}
-        managed = set(
-            s.scalars(
-                select(Employee.manager_id).where(
-                    Employee.manager_id.in_(demo), Employee.id.not_in(demo)
-                )
-            ).all()
-        )
-        removed = sorted(demo - managed)
+        kept: dict[str, list[str]] = {}
+        for employee_id, manager_id in s.execute(
+            select(Employee.id, Employee.manager_id)
+            .where(Employee.manager_id.in_(demo), Employee.id.not_in(demo))
+            .order_by(Employee.id)
+        ).tuples():
+            assert manager_id is not None
+            kept.setdefault(manager_id, []).append(employee_id)
+        removed = sorted(demo - set(kept))
         leaves = select(Leave.id).where(Leave.employee_id.in_(removed))
         s.execute(delete(AuditEntry).where(AuditEntry.leave_id.in_(leaves)))
         s.execute(delete(PendingConfirmation).where(PendingConfirmation.leave_id.in_(leaves)))
@@ -136,4 +147,4 @@ def remove_demo_data(db: Database) -> tuple[int, list[str]]:
         # managers last: a demo employee may report to another
         s.execute(update(Employee).where(Employee.id.in_(removed)).values(manager_id=None))
         s.execute(delete(Employee).where(Employee.id.in_(removed)))
-        return int(getattr(tokens, "rowcount", 0) or 0), removed
+        return DemoRemoved(int(getattr(tokens, "rowcount", 0) or 0), removed, kept)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import math
+from collections import Counter
+from difflib import SequenceMatcher
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -12,8 +16,43 @@ from common.entrypoint import CommaList, DatabaseUrl, HttpUrl, LogLevel, Optiona
 # Placeholders shipped in examples; a production server refuses to start with any of them.
 KNOWN_DEFAULT_SECRETS = frozenset({"dev-elicitation-state-key-not-for-production-use-000000"})
 
+MIN_KEY_CHARACTERS = 32
+MIN_DISTINCT_CHARACTERS = 8
+# Estimated from the key's own character counts (Shannon): 32 random hex digits, the least a
+# key may be, score 93 bits at worst in 10,000 draws; `a` × 32 scores 0.
+MIN_ESTIMATED_BITS = 80
+# A key this like a shipped placeholder (difflib's ratio: 1.0 the same) is that placeholder
+# edited, not a secret.
+MAX_LIKENESS_TO_DEFAULT = 0.75
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+
 LOOPBACK_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
 LOOPBACK_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+
+
+def weakness(key: str) -> str | None:
+    """Why `key` is no fit secret for production, in words that do not repeat it; None: fit."""
+    if len(key) < MIN_KEY_CHARACTERS:
+        return f"is shorter than {MIN_KEY_CHARACTERS} characters"
+    if any(
+        SequenceMatcher(None, key.lower(), default).ratio() >= MAX_LIKENESS_TO_DEFAULT
+        for default in KNOWN_DEFAULT_SECRETS
+    ):
+        return "is the example key shipped in deploy/.env.example, or that key edited"
+    counts = Counter(key)
+    bits = -sum(n * math.log2(n / len(key)) for n in counts.values())
+    if len(counts) < MIN_DISTINCT_CHARACTERS or bits < MIN_ESTIMATED_BITS:
+        return "is too easy to guess (too few different characters, or too regular)"
+    return None
+
+
+def https_or_loopback(url: str) -> bool:
+    """https://, or http:// to this very host (a provider on the same machine, as in tests):
+    nothing on the way to tamper with."""
+    parts = urlsplit(url)
+    return parts.scheme == "https" or (
+        parts.scheme == "http" and (parts.hostname or "") in LOOPBACK_NAMES
+    )
 
 
 class ServerSettings(BaseSettings):
@@ -57,6 +96,9 @@ class ServerSettings(BaseSettings):
     oidc_jwks_max_stale_seconds: float = Field(
         3600.0, gt=0, description="Keys held keep working this long when the JWKS URL is down."
     )
+    max_header_bytes: int = Field(
+        16384, ge=1024, description="Larger request headers → 431 (the loop's limit too)."
+    )
     otlp_traces_endpoint: OptionalHttpUrl = Field(
         None, description="OTLP/HTTP traces URL (…/v1/traces); unset: no traces exported."
     )
@@ -86,10 +128,26 @@ class ServerSettings(BaseSettings):
                 "MCP_ENV=production needs MCP_ELICITATION_STATE_KEY set to a fresh secret "
                 '(python -c "import secrets; print(secrets.token_hex(32))")'
             )
-        if any(len(key) < 32 for key in keys):
-            raise ValueError("MCP_ELICITATION_STATE_KEY: each key must be at least 32 characters")
+        for number, key in enumerate(keys, start=1):
+            weak = weakness(key)
+            if weak:  # which key of the ring, never the key itself
+                which = f"key {number} of {len(keys)}" if len(keys) > 1 else "the key"
+                raise ValueError(
+                    f"MCP_ELICITATION_STATE_KEY: {which} {weak}; make one with: python -c "
+                    '"import secrets; print(secrets.token_hex(32))"'
+                )
         if any(h.strip() in {"*", "*:*"} for h in self.allowed_hosts):
             raise ValueError("MCP_ALLOWED_HOSTS may not contain a bare wildcard in production")
+        for name, url in (
+            ("MCP_OIDC_ISSUER", self.oidc_issuer),
+            ("MCP_OIDC_JWKS_URL", self.oidc_jwks_url),
+        ):
+            if url and not https_or_loopback(url):
+                raise ValueError(
+                    f"{name} must be an https:// URL in production: over http:// the provider's "
+                    "keys can be swapped on the way, and with them anyone signs in (http:// is "
+                    "taken only for this host: localhost, 127.0.0.1, ::1)"
+                )
         return self
 
     @property

@@ -168,7 +168,8 @@ def actor() -> str:
 
 def ok(model: BaseModel) -> CallToolResult:
     data = model.model_dump(mode="json")
-    text = json.dumps(data, ensure_ascii=False)
+    # ValueError rather than inf or nan, which no JSON parser (the loop's included) takes
+    text = json.dumps(data, ensure_ascii=False, allow_nan=False)
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
 
 
@@ -207,6 +208,7 @@ async def run(
             result = await context.service.db.run_reads(work)
         else:
             result = await anyio.to_thread.run_sync(work)
+        answer = ok(result)  # in here: a value JSON cannot carry is an error like any other
     except Refusal as refusal:
         return refused(context, tool, refusal)
     except _NotAuthenticated:
@@ -225,7 +227,7 @@ async def run(
         in_progress.dec()
         context.metrics.tool_duration.labels(tool).observe(time.perf_counter() - started)
     context.metrics.tool_calls.labels(tool, "ok").inc()
-    return ok(result)
+    return answer
 
 
 # -- the tools -------------------------------------------------------------------------------

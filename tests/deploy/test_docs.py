@@ -123,3 +123,34 @@ def test_every_service_setting_is_in_the_configuration_page():
         if cls.model_config["env_prefix"] + name.upper() not in variables
     ]
     assert missing == []
+
+
+def test_every_published_port_setting_is_in_the_readme():
+    """PROMETHEUS_PUBLISHED_PORT moved the local Prometheus, and the README did not say so."""
+    compose_files = sorted((REPO_ROOT / "deploy").glob("compose*.yaml"))
+    settings = {
+        name
+        for path in compose_files
+        for name in re.findall(r"\b[A-Z]+_PUBLISHED_PORT\b", path.read_text())
+    }
+    assert "PROMETHEUS_PUBLISHED_PORT" in settings  # the pattern still finds them
+    readme = README.read_text()
+    assert sorted(name for name in settings if f"`{name}`" not in readme) == []
+
+
+def test_the_readme_says_every_port_that_moves_the_local_stack():
+    """`make dev` says a port is in use: the README listed LOOP_, MCP_PUBLISHED_PORT and
+    LOCAL_MODEL_PORT, but the local Prometheus (stack/prometheus.py) moves with its own."""
+    import yaml
+
+    services = yaml.safe_load((REPO_ROOT / "deploy" / "compose.yaml").read_text())["services"]
+    local = ("loop", "mcp-server", "prometheus")  # what `make dev` runs from these files
+    moving = {"LOCAL_MODEL_PORT"} | {
+        name
+        for service in local
+        for port in services[service].get("ports", [])
+        for name in re.findall(r"\$\{([A-Z_]+_PUBLISHED_PORT)", str(port))
+    }
+    assert "PROMETHEUS_PUBLISHED_PORT" in moving
+    bullet = README.read_text().split("move the local\n  stack with", 1)[1].split("\n- **", 1)[0]
+    assert sorted(name for name in moving if f"`{name}`" not in bullet) == []

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import secrets
 import threading
 
 import pytest
 from pydantic import ValidationError
 from sqlalchemy import update
 
+from common.entrypoint import load_settings
 from common.sqlite import utcnow
 from mcp_server.auth import EmployeeTokenVerifier
 from mcp_server.identity import Identities, InactiveEmployee, TokenRefused, parse_duration
@@ -191,6 +193,89 @@ def test_production_settings_refuse_missing_default_or_weak_keys(key, monkeypatc
         ServerSettings()
 
 
+SHIPPED = "dev-elicitation-state-key-not-for-production-use-000000"
+
+
+@pytest.mark.parametrize(
+    ("key", "why"),
+    [
+        ("a" * 32, "the key is too easy to guess"),
+        ("ab" * 32, "the key is too easy to guess"),
+        (SHIPPED[:-1] + "1", "the key is the example key shipped in deploy/.env.example, or that "
+                             "key edited"),
+        (SHIPPED.upper(), "the key is the example key shipped"),
+        (SHIPPED.replace("dev", "prd") + "x", "the key is the example key shipped"),
+        (f"{secrets.token_hex(32)},{'k' * 40}", "key 2 of 2 is too easy to guess"),
+    ],
+    ids=["a x 32", "ab x 32", "shipped, a digit changed", "shipped, upper case",
+         "shipped, edited", "a ring with one weak key"],
+)  # fmt: skip
+def test_production_refuses_keys_that_are_long_but_guessable(key, why, monkeypatch, capsys):
+    """The check counted characters: 32 × `a`, and the shipped key with one digit changed,
+    both started."""
+    monkeypatch.setenv("MCP_ENV", "production")
+    monkeypatch.setenv("MCP_ELICITATION_STATE_KEY", key)
+    assert load_settings(ServerSettings) is None
+    said = capsys.readouterr().err
+    assert f"MCP_ELICITATION_STATE_KEY: {why}" in said
+    assert "secrets.token_hex(32)" in said
+    assert all(part not in said for part in key.split(","))  # never the secret itself
+
+
+@pytest.mark.parametrize(
+    "key",
+    [secrets.token_hex(32), secrets.token_hex(16), secrets.token_urlsafe(32)],
+    ids=["token_hex(32)", "token_hex(16)", "token_urlsafe(32)"],
+)
+def test_production_takes_a_key_made_as_the_docs_say(key, monkeypatch):
+    monkeypatch.setenv("MCP_ENV", "production")
+    monkeypatch.setenv("MCP_ELICITATION_STATE_KEY", key)
+    assert ServerSettings().elicitation_state_keys == [key]
+
+
+@pytest.mark.parametrize(
+    ("issuer", "jwks", "refused"),
+    [
+        ("http://login.example.com", "https://login.example.com/keys", "MCP_OIDC_ISSUER"),
+        ("https://login.example.com", "http://login.example.com/keys", "MCP_OIDC_JWKS_URL"),
+        ("https://login.example.com", "https://login.example.com/keys", None),
+        ("http://127.0.0.1:9000", "http://localhost:9000/keys", None),  # on this host
+        ("http://[::1]:9000", "http://127.0.0.1:9000/keys", None),
+    ],
+)
+def test_production_takes_the_identity_provider_over_https_only(
+    issuer, jwks, refused, monkeypatch, capsys
+):
+    """http:// issuer and key-set URLs were taken: whoever is on the way serves keys of their
+    own, and signs in as anyone."""
+    for name, value in (("MCP_OIDC_ISSUER", issuer), ("MCP_OIDC_JWKS_URL", jwks),
+                        ("MCP_OIDC_AUDIENCE", "https://leave.example.com/mcp")):  # fmt: skip
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("MCP_ELICITATION_STATE_KEY", secrets.token_hex(32))
+    assert load_settings(ServerSettings) is not None  # development takes http anywhere
+    monkeypatch.setenv("MCP_ENV", "production")
+    loaded = load_settings(ServerSettings)
+    said = capsys.readouterr().err
+    if refused is None:
+        assert loaded is not None, said
+    else:
+        assert loaded is None
+        assert f"{refused} must be an https:// URL in production" in said
+
+
 def test_allowed_hosts_read_as_a_comma_separated_list(monkeypatch):
     monkeypatch.setenv("MCP_ALLOWED_HOSTS", "mcp-server:8090, 127.0.0.1:*")
     assert ServerSettings().allowed_hosts == ["mcp-server:8090", "127.0.0.1:*"]
+
+
+def test_the_key_shipped_in_the_examples_is_one_production_knows():
+    """The likeness check compares with KNOWN_DEFAULT_SECRETS: the example's key must be in it."""
+    from mcp_server.settings import KNOWN_DEFAULT_SECRETS
+    from stack.compose import REPO_ROOT
+
+    shipped = [
+        line.split("=", 1)[1].strip()
+        for line in (REPO_ROOT / "deploy" / ".env.example").read_text().splitlines()
+        if line.startswith("MCP_ELICITATION_STATE_KEY=")
+    ]
+    assert shipped and set(shipped) <= KNOWN_DEFAULT_SECRETS

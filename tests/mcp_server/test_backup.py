@@ -257,3 +257,61 @@ def _leave_ids(url: str) -> set[str]:
             return {leave.id for leave in s.query(Leave)}
     finally:
         db.dispose()
+
+
+def _beside(folder: Path) -> list[str]:
+    return sorted(path.name for path in folder.iterdir())
+
+
+def test_backup_and_restore_leave_no_files_beside_theirs(tmp_path):
+    """`backup PATH` left `.PATH.<random>.partial-shm` and `-wal` beside it (a daily job piled
+    them up); `restore FILE` left `FILE-shm` and `FILE-wal`, even when it refused the file."""
+    live, backups, restored = (tmp_path / name for name in ("live", "backups", "restored"))
+    for folder in (live, backups, restored):
+        folder.mkdir()
+    env = {"MCP_DATABASE_URL": f"sqlite:///{live / 'leave.db'}"}
+    assert run_to_exit(["mcp_server", "seed"], env)[0] == 0
+    for day in ("mon", "tue"):
+        status, said = run_to_exit(["mcp_server", "backup", str(backups / f"{day}.backup")], env)
+        assert status == 0, said
+    assert _beside(backups) == ["mon.backup", "tue.backup"]
+
+    into = {"MCP_DATABASE_URL": f"sqlite:///{restored / 'leave.db'}"}
+    status, said = run_to_exit(["mcp_server", "restore", str(backups / "mon.backup")], into)
+    assert status == 0, said
+    assert _beside(backups) == ["mon.backup", "tue.backup"]
+    assert len(_leave_ids(into["MCP_DATABASE_URL"])) == len(_leave_ids(env["MCP_DATABASE_URL"]))
+
+    # a copy of a database in WAL mode, as an older backup or a plain copy of the file is
+    (backups / "copy.backup").write_bytes((live / "leave.db").read_bytes())
+    status, said = run_to_exit(["mcp_server", "restore", str(backups / "copy.backup")], into)
+    assert status == 0, said
+    loop_file = backups / "loop.backup"  # refused: a backup of the other service's database
+    loop_url = f"sqlite:///{tmp_path / 'loop.db'}"
+    RunStore(loop_url).dispose()
+    assert run_to_exit(["loop", "backup", str(loop_file)], {"LOOP_STORE_URL": loop_url})[0] == 0
+    status, said = run_to_exit(["mcp_server", "restore", str(loop_file)], into)
+    assert status == 2 and "is not a backup of the leave database" in said
+    assert _beside(backups) == ["copy.backup", "loop.backup", "mon.backup", "tue.backup"]
+
+
+def test_restore_refuses_a_database_a_running_server_has_open(tmp_path):
+    """The runbook says to stop the server first; restore went ahead under a live one, whose
+    open connections then saw the file change beneath them."""
+    url = f"sqlite:///{tmp_path / 'leave.db'}"
+    env = {"MCP_DATABASE_URL": url}
+    saved = tmp_path / "leave.backup"
+    with mcp_server(tmp_path, url) as base:
+        assert httpx.get(f"{base}/readyz", timeout=10).status_code == 200
+        assert run_to_exit(["mcp_server", "backup", str(saved)], env)[0] == 0
+        before = _leave_ids(url)
+        status, said = run_to_exit(["mcp_server", "restore", str(saved)], env)
+        assert (status, said.strip()) == (
+            2,
+            f"error: restore: the leave database ({tmp_path / 'leave.db'}) is open in another "
+            "process, a running server most likely: stop it first "
+            "(docs/operations.md#backups); nothing was changed",
+        )
+        assert _leave_ids(url) == before
+    status, said = run_to_exit(["mcp_server", "restore", str(saved)], env)  # stopped: it runs
+    assert (status, said.strip()) == (0, f"restored the leave database from {saved}")

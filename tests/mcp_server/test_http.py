@@ -146,6 +146,26 @@ async def test_requests_without_a_valid_token_get_401(mcp_url):
     assert 'leave_mcp_auth_failures_total{reason="invalid"}' in metrics
 
 
+async def test_header_fields_beyond_16_kib_are_refused_431_before_they_are_read(mcp_url):
+    """A 5 MB Authorization header was read, hashed and looked up (401); the loop in front
+    stops at 16 KiB with 431, and so does the MCP server now."""
+    async with httpx.AsyncClient() as http:
+        for size in (17_000, 5_000_000):
+            answer = await http.post(
+                mcp_url, json=INIT,
+                headers={**MCP_HEADERS, "Authorization": "Bearer " + "x" * size},
+            )  # fmt: skip
+            assert answer.status_code == 431, answer.text
+            assert answer.json() == {
+                "detail": "request header fields too large (limit 16384 bytes)"
+            }
+        ordinary = await http.post(
+            mcp_url, json=INIT,
+            headers={**MCP_HEADERS, "Authorization": "Bearer " + "x" * 8000},
+        )  # fmt: skip
+        assert ordinary.status_code == 401  # under the limit: an unknown token, as ever
+
+
 async def test_a_host_header_that_is_not_allowed_gets_421(mcp_url):
     headers = {**MCP_HEADERS, "Authorization": "Bearer demo-token-employee"}
     async with httpx.AsyncClient() as http:

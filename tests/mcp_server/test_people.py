@@ -3,7 +3,9 @@ operator runs them: `python -m mcp_server …` on a real database."""
 
 from __future__ import annotations
 
+import json
 import os
+import secrets
 import subprocess
 import sys
 
@@ -180,7 +182,7 @@ def test_in_production_the_seed_step_creates_the_schema_and_nothing_else(
     tmp_path, new_database_url
 ):
     url = new_database_url(tmp_path, "prod")
-    env = {"MCP_ENV": "production", "MCP_ELICITATION_STATE_KEY": "k" * 40}
+    env = {"MCP_ENV": "production", "MCP_ELICITATION_STATE_KEY": secrets.token_hex(32)}
     status, said = cli(url, "seed", **env)
     assert status == 0 and "no demo data" in said
     db = Database(url)
@@ -209,4 +211,160 @@ def test_an_export_on_standard_input_is_imported(db_url):
     assert said[-1] == "import: 3 employee(s) created, 0 updated, 0 unchanged"
     assert people(db_url)["C200"] == (
         "黃淑芬", "C100", {"特休": 12.5, "病假": 30.0, "事假": 14.0, "補休": 1.0}
+    )  # fmt: skip
+
+
+def test_a_cell_too_long_for_csv_names_the_file_and_its_line_not_the_database(tmp_path, db_url):
+    """It said "configuration error: MCP_DATABASE_URL: cannot open the leave database: field
+    larger than field limit"."""
+    export = tmp_path / "people.csv"
+    export.write_text(
+        COMPANY + "C300,王五,C100,1,1,1,1\n" + f'C301,"{"長" * 1_000_000}",,1,1,1,1\n'
+    )
+    status, said = cli(db_url, "import", str(export))
+    assert status == 2
+    assert "MCP_DATABASE_URL" not in said and "cannot open" not in said
+    assert said.splitlines() == [
+        "error: import refused, nothing written:",
+        f"{export}: line 6: a cell longer than 131,072 characters (a quote left open, or not "
+        "the HR export?); nothing after it was read",
+    ]
+    assert people(db_url) == {}
+
+
+def test_an_expiry_out_of_range_is_said_as_such_not_blamed_on_the_database(db_url):
+    """`--expires-in 99999999999d` overflowed a date and was reported as "MCP_DATABASE_URL:
+    cannot open the leave database"."""
+    for duration in ("99999999999d", "3651d", "999999w"):
+        status, said = cli(db_url, "issue-token", "E001", "--expires-in", duration)
+        assert (status, said.strip()) == (
+            2,
+            f"error: issue-token: --expires-in: '{duration}' is longer than 3650 days; leave "
+            "--expires-in out for a token that never expires",
+        )
+    assert cli(db_url, "issue-token", "E001", "--expires-in", "3650d")[0] == 0
+
+
+@pytest.mark.parametrize(
+    ("cell", "problem"),
+    [
+        ("1e20", "line 5: 特休 balance 1e20 is more than 366 days, more than any leave balance "
+                 "holds (days, not hours?)"),
+        ("1e308", "line 5: 特休 balance 1e308 is more than 366 days"),
+        ("1e309", "line 5: 特休 balance 1e309 is more than 366 days"),
+        ("367", "line 5: 特休 balance 367 is more than 366 days"),
+        ("nan", "line 5: 特休 balance 'nan' is no number of days"),
+        ("inf", "line 5: 特休 balance 'inf' is no number of days"),
+        ("-Infinity", "line 5: 特休 balance '-Infinity' is no number of days"),
+    ],
+)  # fmt: skip
+def test_a_balance_no_leave_balance_could_be_is_refused_for_what_it_is(
+    tmp_path, db_url, cell, problem
+):
+    """1e20 and 1e308 were taken (and get_leave_balance then wrote Infinity, which is not
+    JSON); nan, inf and 1e309 were refused as "negative"."""
+    export = tmp_path / "people.csv"
+    export.write_text(COMPANY + f"C300,王五,C100,{cell},1,1,1\n")
+    status, said = cli(db_url, "import", str(export))
+    assert status == 2
+    assert said.splitlines()[1].startswith(problem), said
+    assert "negative" not in said
+    assert people(db_url) == {}
+    export.write_text(COMPANY + "C300,王五,C100,366,1,1,1\n")  # the bound itself is taken
+    assert cli(db_url, "import", str(export))[0] == 0
+
+
+async def test_the_balance_tool_never_writes_a_number_json_has_not(database, connect):
+    """A balance stored before imports were bounded (1e308 days: inf hours) is an error the
+    log explains, not `"remaining_hours": Infinity`, which no JSON parser takes."""
+    with database.write() as s:
+        s.get(Balance, ("E001", "特休")).remaining_days = 1e308
+
+    def no_constants(name: str) -> None:
+        raise AssertionError(f"{name} in a tool's JSON")
+
+    async with connect("E001") as client:
+        result = await client.call_tool("get_leave_balance", {})
+        assert result.is_error
+        assert result.structured_content["error"]["code"] == "internal_error"
+        assert "Infinity" not in result.content[0].text
+    async with connect("E002") as client:  # an ordinary balance is answered as ever
+        result = await client.call_tool("get_leave_balance", {})
+        assert not result.is_error
+        json.loads(result.content[0].text, parse_constant=no_constants)
+
+
+def test_every_problem_in_a_file_is_reported_at_once(tmp_path, db_url):
+    """A negative balance hid the unknown manager, the cycle and the other bad row: they came
+    out only once it was fixed, one round after another."""
+    export = tmp_path / "people.csv"
+    export.write_text(
+        COMPANY
+        + "C300,王五,C100,-1,1,1,1\n"  # line 5
+        + "C301,趙六,C999,1,1,1,1\n"  # line 6: unknown manager
+        + "C302,錢七,C303,1,1,1,1\nC303,孫八,C302,1,1,1,1\n"  # lines 7, 8: a cycle
+        + "C304,,C100,1,1,1,1\n"  # line 9: no name
+        + "C305,周九,C300,1,1,1,1\n"  # reports to the row with the bad balance: no problem
+    )
+    status, said = cli(db_url, "import", str(export))
+    assert status == 2
+    assert said.splitlines() == [
+        "error: import refused, nothing written:",
+        "line 5: 特休 balance -1 is negative",
+        "line 9: C304 has no name",
+        "line 6: manager_id C999 of C301 is no employee (neither in the file nor in the leave "
+        "database)",
+        "line 7: managers form a cycle: C302 → C303 → C302",
+        "line 8: managers form a cycle: C303 → C302 → C303",
+    ]
+    assert people(db_url) == {}
+
+
+def test_a_long_chain_of_managers_is_imported_whole(tmp_path, db_url):
+    """Each employee is walked once when the managers are checked (the check walked every
+    chain from every employee), and written in batches with managers set last."""
+    rows = "".join(f"C{n},員工{n},{f'C{n - 1}' if n else ''},1,1,1,1\n" for n in range(3000))
+    export = tmp_path / "people.csv"
+    export.write_text(HEADER + rows)
+    status, said = cli(db_url, "import", str(export))
+    assert (status, said.splitlines()[-1]) == (
+        0, "import: 3000 employee(s) created, 0 updated, 0 unchanged"
+    )  # fmt: skip
+    found = people(db_url)
+    assert found["C2999"][1] == "C2998" and found["C0"][1] is None and len(found) == 3000
+
+
+def test_a_row_identical_to_a_demo_employee_is_reported_as_taken_over(tmp_path, db_url):
+    """It said "nothing to do" but made the demo employee the company's own (which
+    remove-demo-data then keeps)."""
+    export = tmp_path / "people.csv"
+    export.write_text(HEADER + "M001,陳美玲,,,,,\n")  # as the seed has it, balances left
+    said = cli(db_url, "import", str(export), "--dry-run")[1]
+    assert said.splitlines() == [
+        "~ M001: now the company's own (was demo data)",
+        "import (dry run): 0 employee(s) would be created, 1 would be updated, 0 unchanged",
+    ]
+    said = cli(db_url, "import", str(export))[1]
+    assert said.splitlines()[-1] == "import: 0 employee(s) created, 1 updated, 0 unchanged"
+    said = cli(db_url, "import", str(export))[1]
+    assert said.splitlines()[-1].endswith("1 unchanged — nothing to do")
+
+
+def test_remove_demo_data_says_which_demo_manager_it_kept_and_who_reports_to_them(tmp_path, db_url):
+    """It kept demo manager M001, to whom an imported employee reported, without a word."""
+    export = tmp_path / "people.csv"
+    export.write_text(HEADER + "C100,林大為,M001,15,30,14,0\nC101,黃淑芬,M001,1,1,1,1\n")
+    assert cli(db_url, "import", str(export))[0] == 0
+    status, said = cli(db_url, "remove-demo-data")
+    assert status == 0
+    assert said.splitlines() == [
+        "removed 3 demo token(s) and 2 demo employee(s) (E001, E002)",
+        "kept demo employee M001: C100, C101 report to them; import M001 from the HR export "
+        "(it becomes the company's own) or give these employees another manager, then run "
+        "remove-demo-data again",
+    ]
+    export.write_text(HEADER + "C100,林大為,,15,30,14,0\nC101,黃淑芬,,1,1,1,1\n")
+    assert cli(db_url, "import", str(export))[0] == 0
+    assert cli(db_url, "remove-demo-data") == (
+        0, "removed 0 demo token(s) and 1 demo employee(s) (M001)\n"
     )  # fmt: skip

@@ -24,6 +24,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from loop.mcp_pool import McpPool, McpUnavailable
+from mcp_server.app import create_app
+from mcp_server.settings import ServerSettings
 from tests.support import (
     free_port,
     loop_service,
@@ -123,6 +125,7 @@ def test_a_token_the_provider_signed_lets_its_employee_in(provider, mcp):
         (lambda p: p.token(aud="https://another.example.com"), f"audience is not {AUDIENCE}"),
         (lambda p: p.token(iss="https://evil.example.com/"), f"issuer is not {ISSUER}"),
         (lambda p: p.token(nbf=int(time.time()) + 600), "not valid yet (nbf)"),
+        (lambda p: p.token(iat=int(time.time()) + 600), "not valid yet (iat)"),
         (
             lambda p: p.token(key=rsa.generate_private_key(public_exponent=65537, key_size=2048)),
             "the signature does not verify",
@@ -130,7 +133,16 @@ def test_a_token_the_provider_signed_lets_its_employee_in(provider, mcp):
         (lambda p: p.token(employee_id="E999"), "'E999' is no employee who works here"),
         (lambda p: unsigned(), "algorithm 'none' is not accepted"),
     ],
-    ids=["expired", "audience", "issuer", "not yet", "wrong key", "unknown employee", "alg none"],
+    ids=[
+        "expired",
+        "audience",
+        "issuer",
+        "not yet",
+        "issued later",
+        "wrong key",
+        "unknown employee",
+        "alg none",
+    ],
 )
 def test_a_bad_token_is_401_with_the_reason_in_the_log_not_the_response(
     provider, mcp, make, reason
@@ -169,6 +181,26 @@ def test_the_resource_metadata_names_the_identity_provider(mcp):
         metadata = httpx.get(f"{base}/.well-known/oauth-protected-resource", timeout=10)
     assert metadata.status_code == 200, metadata.text
     assert metadata.json()["authorization_servers"] == [ISSUER]
+
+
+async def test_the_resource_metadata_names_the_issuer_exactly_as_set(tmp_path):
+    """A bare host came back with a slash added (`https://login.example.com/`): not the `iss`
+    the provider's tokens carry, which clients compare as strings."""
+    settings = ServerSettings(
+        database_url=f"sqlite:///{tmp_path / 'leave.db'}",
+        oidc_issuer="https://login.example.com",
+        oidc_audience=AUDIENCE,
+        oidc_jwks_url="https://login.example.com/keys",
+        public_url="https://leave.example.com",
+    )
+    app = create_app(settings)
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app), base_url="http://127.0.0.1:8090"
+    ) as http:
+        metadata = await http.get("/.well-known/oauth-protected-resource/mcp")
+    assert metadata.status_code == 200, metadata.text
+    assert metadata.json()["authorization_servers"] == ["https://login.example.com"]
+    assert metadata.json()["resource"] == "https://leave.example.com/mcp"
 
 
 def test_a_signed_in_user_reaches_their_own_leaves_through_the_loop_and_no_one_elses(
