@@ -1,13 +1,15 @@
 """What a company's site has and the container tier has not: an identity provider's JWKS URL
 and a webhook that alerts are sent to. Standard library only, so it runs in the bundle's image.
 
-GET /jwks.json serves the key set the test wrote; POST /alerts keeps Alertmanager's payloads,
+GET /jwks.json serves the key set the test wrote (over HTTPS on 8443 too, given a certificate
+and its key: production takes a provider's keys only over https); POST /alerts keeps Alertmanager's payloads,
 which GET /alerts returns as a JSON list; GET /healthz answers once it serves.
 """
 
 from __future__ import annotations
 
 import json
+import ssl
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -48,6 +50,17 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
+def serve_tls(certificate: str, key: str) -> None:
+    """The same answers over HTTPS on 8443, as a provider's key set is served in production."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(certificate, key)
+    server = ThreadingHTTPServer(("0.0.0.0", 8443), Handler)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+
+
 if __name__ == "__main__":
     Handler.jwks = Path(sys.argv[1])
+    if len(sys.argv) == 4:  # a certificate and its key: HTTPS too
+        serve_tls(sys.argv[2], sys.argv[3])
     ThreadingHTTPServer(("0.0.0.0", 8000), Handler).serve_forever()

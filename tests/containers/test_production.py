@@ -11,6 +11,7 @@ with a site override, as a site adds its own (tests/containers/site_stub.py).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import secrets
 import subprocess
@@ -23,7 +24,10 @@ from typing import Any
 import httpx
 import jwt
 import pytest
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.x509.oid import NameOID
 
 from stack.layout import LAYOUT_FILE
 from stack.stackcheck import Stack, problems
@@ -49,6 +53,47 @@ P102,王工程師,P100,10,30,14,0
 BAD_PEOPLE = "employee_id,name,manager_id,特休\nP200,甲,,3\nP201,乙,P999,3\n"
 
 
+def private_ca_for(host: str, folder: Path) -> tuple[Path, Path, Path]:
+    """A site's private CA and a certificate it signed for `host`: (CA, certificate, key) as
+    PEM files anyone in a container can read."""
+    now = dt.datetime.now(dt.UTC)
+
+    def signed(subject: str, public: Any, issuer: str, signer: Any, ca: bool) -> x509.Certificate:
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+            .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
+            .public_key(public)
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5))
+            .not_valid_after(now + dt.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        )
+        if not ca:
+            builder = builder.add_extension(
+                x509.SubjectAlternativeName([x509.DNSName(subject)]), critical=False
+            )
+        return builder.sign(signer, hashes.SHA256())
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = signed("site CA", ca_key.public_key(), "site CA", ca_key, True)
+    key = ec.generate_private_key(ec.SECP256R1())
+    certificate = signed(host, key.public_key(), "site CA", ca_key, False)
+    files = {
+        "ca.pem": ca.public_bytes(serialization.Encoding.PEM),
+        "site.pem": certificate.public_bytes(serialization.Encoding.PEM),
+        "site-key.pem": key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        ),
+    }
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+        (folder / name).chmod(0o644)
+    return folder / "ca.pem", folder / "site.pem", folder / "site-key.pem"
+
+
 class ProductionStack:
     def __init__(self, engine: Engine, folder: Path) -> None:
         self.engine, self.folder = engine, folder
@@ -65,7 +110,7 @@ class ProductionStack:
             ALERTMANAGER_WEBHOOK_URL="http://site-stub:8000/alerts",
             MCP_OIDC_ISSUER=ISSUER,
             MCP_OIDC_AUDIENCE=AUDIENCE,
-            MCP_OIDC_JWKS_URL="http://site-stub:8000/jwks.json",
+            MCP_OIDC_JWKS_URL="https://site-stub:8443/jwks.json",
             LOOP_REJECTED_TOKEN_CACHE_SECONDS=str(REJECTED_TOKEN_CACHE_SECONDS),
             LOOP_PUBLISHED_PORT=str(self.loop_port),
             MCP_PUBLISHED_PORT=str(free_port()),
@@ -85,12 +130,19 @@ class ProductionStack:
     def _site_override(self, jwks: Path) -> Path:
         bundle_image = self.compose_config()["services"]["loop"]["image"]
         stub = REPO / "tests" / "containers" / "site_stub.py"
+        ca, certificate, key = private_ca_for("site-stub", self.folder)
+        tls = ["/stub/site.pem", "/stub/site-key.pem"]
         override = {
             "services": {
                 "site-stub": {
                     "image": bundle_image,
-                    "command": ["python", "/stub/site_stub.py", "/stub/jwks.json"],
-                    "volumes": [f"{stub}:/stub/site_stub.py:ro", f"{jwks}:/stub/jwks.json:ro"],
+                    "command": ["python", "/stub/site_stub.py", "/stub/jwks.json", *tls],
+                    "volumes": [
+                        f"{stub}:/stub/site_stub.py:ro",
+                        f"{jwks}:/stub/jwks.json:ro",
+                        f"{certificate}:{tls[0]}:ro",
+                        f"{key}:{tls[1]}:ro",
+                    ],
                     "ports": [f"127.0.0.1:{self.stub_port}:8000"],
                     "networks": ["backend", "frontend"],
                     "healthcheck": {
@@ -98,8 +150,13 @@ class ProductionStack:
                         "interval": "5s",
                     },
                 },
-                # the MCP server fetches the keys when it starts
-                "mcp-server": {"depends_on": {"site-stub": {"condition": "service_healthy"}}},
+                # the MCP server fetches the keys when it starts, over https from a provider
+                # whose certificate the site's own CA signed (docs/operations.md: SSL_CERT_FILE)
+                "mcp-server": {
+                    "depends_on": {"site-stub": {"condition": "service_healthy"}},
+                    "volumes": [f"{ca}:/site/ca.pem:ro"],
+                    "environment": {"SSL_CERT_FILE": "/site/ca.pem"},
+                },
             }
         }
         path = self.folder / "compose.site.yaml"
