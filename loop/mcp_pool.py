@@ -94,8 +94,9 @@ class McpConnection:
         self._error: BaseException | None = None
         self._owner: asyncio.Task[None] | None = None
         self._refused = False  # the server answered 401: the token is not (or no longer) valid
-        # the server's last answer was 503 (with its Retry-After, if any); a 2xx clears it
-        self._unavailable: tuple[int | None] | None = None
+        # the server's last answer was 503 (a 2xx clears it), and the Retry-After it gave
+        self._unavailable = False
+        self._retry_after: int | None = None
         self._broken = False
         self.last_used = time.monotonic()
         self.verified_at = time.monotonic()  # when the server last accepted the token
@@ -124,7 +125,7 @@ class McpConnection:
             await self.close()
             if self._refused:
                 raise McpUnauthorized("the MCP server refused the token")
-            if self._unavailable is not None:
+            if self._unavailable:
                 raise self._said_unavailable()
             raise McpUnavailable(f"cannot connect to the MCP server: {_describe(self._error)}")
 
@@ -142,9 +143,10 @@ class McpConnection:
             if response.status_code == 401:
                 self._refused = True
             elif response.status_code == 503:
-                self._unavailable = (_seconds(response.headers.get("retry-after")),)
+                self._unavailable = True
+                self._retry_after = _seconds(response.headers.get("retry-after"))
             elif response.is_success:
-                self._unavailable = None
+                self._unavailable = False
 
         try:
             async with (
@@ -231,7 +233,7 @@ class McpConnection:
         if self._refused:
             self._broken = True
             return McpUnauthorized("the MCP server refused the token")
-        if self._unavailable is not None:
+        if self._unavailable:
             return self._said_unavailable()
         if error.error.message in TRANSPORT_FAILURES:
             self._broken = True
@@ -239,8 +241,7 @@ class McpConnection:
         return None
 
     def _said_unavailable(self) -> McpUnavailable:
-        (retry_after,) = self._unavailable or (None,)
-        return McpUnavailable("the MCP server answered 503 (unavailable)", retry_after)
+        return McpUnavailable("the MCP server answered 503 (unavailable)", self._retry_after)
 
     @staticmethod
     def _lost(error: MCPError) -> McpUnavailable:

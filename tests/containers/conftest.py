@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from stack import podman as route
-from tests.support import REPO_ROOT
+from tests.support import REPO_ROOT, wait_until
 
 from .helpers import Engine, Podman
 
@@ -78,8 +78,8 @@ def engine(podman: Podman, image: str) -> Iterator[Engine]:
             [sys.executable, "-m", "stack", "podman", "stop"], cwd=REPO_ROOT, env=env, check=False
         )
         if ticker is not None:
-            time.sleep(1)
-            assert not Path(f"/proc/{ticker}").exists(), "the healthcheck ticker outlived the tier"
+            wait_until(lambda: not Path(f"/proc/{ticker}").exists(), timeout=10,
+                       what="the healthcheck ticker to end with the tier")  # fmt: skip
 
 
 @pytest.fixture(scope="session")

@@ -154,39 +154,61 @@ def test_the_seed_scenarios_through_the_published_loop_port(stack, capsys):
         print(capsys.readouterr().out)
 
 
-def test_the_stack_recovers_when_the_mcp_server_dies_mid_run(stack, engine):
-    """kill -9 of the MCP server while a run waits on a confirmation."""
-    # E002's approved leave: the seed scenarios have cancelled E001's already
-    headers = {"Authorization": "Bearer demo-token-other"}
-    events: list[tuple[str, dict]] = []
-    asked, killed = threading.Event(), threading.Event()
+OTHER = {"Authorization": "Bearer demo-token-other"}
 
-    def cancel_run() -> None:
-        with httpx.Client(base_url=stack.loop_url, headers=headers, timeout=120) as http:
+
+class CancelWaitingForAnAnswer:
+    """E002 asks, streamed on a thread, to cancel their approved leave; the run waits at its
+    confirmation until `answer()` (or `answer_within` seconds), then accepts it."""
+
+    def __init__(self, loop_url: str, answer_within: float) -> None:
+        self.events: list[tuple[str, dict]] = []
+        self.answered: list[int] = []
+        self.asked, self._go = threading.Event(), threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(loop_url, answer_within))
+        self._thread.start()
+
+    def _run(self, loop_url: str, answer_within: float) -> None:
+        with httpx.Client(base_url=loop_url, headers=OTHER, timeout=answer_within + 60) as http:
             body = {"input": "取消我畢業典禮那張假", "stream": True}
             with http.stream("POST", "/v1/runs", json=body) as response:
                 for event in sse.events(response.iter_lines()):
-                    events.append((event.event, event.json()))
+                    self.events.append((event.event, event.json()))
                     if event.event == "confirmation.requested":
-                        asked.set()
-                        killed.wait(60)  # the person answers after the server died
-                        http.post(
-                            f"/v1/runs/{events[0][1]['id']}/confirmations/"
-                            f"{events[-1][1]['confirmation_id']}",
+                        self.asked.set()
+                        self._go.wait(answer_within)
+                        answer = http.post(
+                            f"/v1/runs/{self.events[0][1]['id']}/confirmations/"
+                            f"{event.json()['confirmation_id']}",
                             json={"action": "accept"},
                         )
+                        self.answered.append(answer.status_code)
 
-    runner = threading.Thread(target=cancel_run)
-    runner.start()
-    assert asked.wait(60), f"no confirmation was asked: {events}"
+    def answer(self) -> None:
+        """Let the person answer, and wait for the run to end (up to 180 s)."""
+        self._go.set()
+        self._thread.join(180)
+
+    @property
+    def hung(self) -> bool:
+        return self._thread.is_alive()
+
+    def finished(self) -> list[dict]:
+        return [data for kind, data in self.events if kind == "run.finished"]
+
+
+def test_the_stack_recovers_when_the_mcp_server_dies_mid_run(stack, engine):
+    """kill -9 of the MCP server while a run waits on a confirmation."""
+    # E002's approved leave: the seed scenarios have cancelled E001's already
+    cancel = CancelWaitingForAnAnswer(stack.loop_url, answer_within=60)
+    assert cancel.asked.wait(60), f"no confirmation was asked: {cancel.events}"
     container = stack.compose("ps", "-q", "mcp-server").stdout.strip()
     before = restarts(engine, container)
     kill_service_process(engine, container)
-    killed.set()
-    runner.join(180)
-    assert not runner.is_alive(), "the run hung after the MCP server died"
-    finished = [data for kind, data in events if kind == "run.finished"]
-    assert finished, events
+    cancel.answer()  # the person answers after the server died
+    assert not cancel.hung, "the run hung after the MCP server died"
+    finished = cancel.finished()
+    assert finished, cancel.events
     print(f"\nthe run the kill interrupted: {finished[0]['status']}, {finished[0].get('reason')}")
     print(f"  answer: {finished[0]['answer']}")
     # the run says its tools were unreachable; it never claims the leave was cancelled
@@ -197,7 +219,7 @@ def test_the_stack_recovers_when_the_mcp_server_dies_mid_run(stack, engine):
     # restart policy brings the server back; the loop reconnects without manual steps
     wait_until(lambda: restarts(engine, container) > before, timeout=60, what="a restart")
     wait_until(lambda: problems(stack.stack) == {}, timeout=120, what="the stack healthy again")
-    with httpx.Client(base_url=stack.loop_url, headers=headers, timeout=60) as http:
+    with httpx.Client(base_url=stack.loop_url, headers=OTHER, timeout=60) as http:
         run = http.post("/v1/runs", json={"input": "查一下我的假單"}).json()
     assert run["status"] == "completed", run
     searches = [s for s in run["steps"] if s["type"] == "tool"]
@@ -350,31 +372,9 @@ def test_rotating_the_confirmation_key_recreates_only_the_mcp_server_and_a_pendi
     """docs/operations.md's rotation: MCP_ELICITATION_STATE_KEY=<new>,<old>, then `make up-sim`,
     while a run waits on a confirmation sealed with the old key."""
     # E002's approved leave: the kill test above left it approved
-    headers = {"Authorization": "Bearer demo-token-other"}
-    events: list[tuple[str, dict]] = []
-    asked, rotated = threading.Event(), threading.Event()
-    answered: list[int] = []
-
-    def cancel_run() -> None:
-        with httpx.Client(base_url=stack.loop_url, headers=headers, timeout=300) as http:
-            body = {"input": "取消我畢業典禮那張假", "stream": True}
-            with http.stream("POST", "/v1/runs", json=body) as response:
-                for event in sse.events(response.iter_lines()):
-                    events.append((event.event, event.json()))
-                    if event.event == "confirmation.requested":
-                        asked.set()
-                        rotated.wait(300)  # the person answers after the MCP server was recreated
-                        answer = http.post(
-                            f"/v1/runs/{events[0][1]['id']}/confirmations/"
-                            f"{events[-1][1]['confirmation_id']}",
-                            json={"action": "accept"},
-                        )
-                        answered.append(answer.status_code)
-
-    runner = threading.Thread(target=cancel_run)
-    runner.start()
+    cancel = CancelWaitingForAnAnswer(stack.loop_url, answer_within=300)
     try:
-        assert asked.wait(60), f"no confirmation was asked: {events}"
+        assert cancel.asked.wait(60), f"no confirmation was asked: {cancel.events}"
         before = container_ids(stack)
         old = next(
             line.split("=", 1)[1]
@@ -385,17 +385,16 @@ def test_rotating_the_confirmation_key_recreates_only_the_mcp_server_and_a_pendi
         rotate(stack.env, f"MCP_ELICITATION_STATE_KEY=rotated-{free_port()}-{'0' * 48},{old}")
         said = up_sim(stack)
     finally:
-        rotated.set()
-        runner.join(180)
-    assert not runner.is_alive(), "the run hung after the rotation"
+        cancel.answer()  # the person answers after the MCP server was recreated
+    assert not cancel.hung, "the run hung after the rotation"
     after = container_ids(stack)
     recreated = {name for name in before if after.get(name) != before[name]}
     # the MCP server and its seed job share the environment that holds the key; nothing else
     assert recreated == {f"{PROJECT}-mcp-server-1", f"{PROJECT}-mcp-seed-1"}, said[-3000:]
-    assert answered == [200], events
-    finished = [data for kind, data in events if kind == "run.finished"]
-    assert finished and finished[0]["status"] == "completed", events
-    with httpx.Client(base_url=stack.loop_url, headers=headers, timeout=60) as http:
+    assert cancel.answered == [200], cancel.events
+    finished = cancel.finished()
+    assert finished and finished[0]["status"] == "completed", cancel.events
+    with httpx.Client(base_url=stack.loop_url, headers=OTHER, timeout=60) as http:
         run = http.post("/v1/runs", json={"input": "查一下我的假單"}).json()
     searches = [s for s in run["steps"] if s["type"] == "tool"]
     leaves = {leave["reason"]: leave["status"] for leave in searches[0]["result"]["leaves"]}
