@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,6 +17,9 @@ from sqlalchemy.engine.interfaces import DBAPICursor
 from sqlalchemy.pool import SingletonThreadPool
 
 from .dbapi import transaction
+
+# As long as the busy timeout every connection gets (PRAGMA busy_timeout below).
+WAL_SWITCH_WAIT_SECONDS = 30.0
 
 
 def is_sqlite_file(url: str) -> bool:
@@ -47,7 +51,7 @@ def create_engine_for(url: str, *, connection_per_thread: bool = False) -> Engin
         # and a deferred reader that later writes fails with SQLITE_BUSY instead of waiting).
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
+        _enable_wal(cursor)
         # In WAL mode NORMAL stays consistent after any crash and skips an fsync per commit;
         # a power cut can lose the last commits. Use PostgreSQL where that matters.
         cursor.execute("PRAGMA synchronous=NORMAL")
@@ -62,6 +66,23 @@ def create_engine_for(url: str, *, connection_per_thread: bool = False) -> Engin
         connection.exec_driver_sql(f"BEGIN {mode}".strip())
 
     return engine
+
+
+def _enable_wal(cursor: Any) -> None:
+    """`PRAGMA journal_mode=WAL`, waiting for a writer that holds the file: SQLite answers this
+    pragma "database is locked" at once, without its busy handler, while another connection
+    writes a database still in rollback mode (replicas creating a fresh schema together)."""
+    deadline = time.monotonic() + WAL_SWITCH_WAIT_SECONDS
+    pause = 0.005
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() >= deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.1)
 
 
 def write_transaction_begin(engine: Engine) -> str | None:

@@ -5,10 +5,12 @@ whose writers do not queue as SQLite's do (BEGIN IMMEDIATE) but interleave row b
 from __future__ import annotations
 
 import datetime as dt
+import sqlite3
 import threading
 from collections import Counter
 from collections.abc import Callable
 
+from common.sqlite import create_engine_for
 from mcp_server.leaves import LeaveService
 from mcp_server.messages import Refusal
 from mcp_server.seed import seed
@@ -163,3 +165,24 @@ def test_replicas_creating_the_schema_at_once_all_start(tmp_path, new_database_u
     finally:
         for database in databases:
             database.dispose()
+
+
+def test_a_connection_waits_for_a_writer_of_a_fresh_database_to_switch_it_to_wal(tmp_path):
+    """SQLite answers PRAGMA journal_mode=WAL "database is locked" at once, without the busy
+    handler, while another connection writes a database still in rollback mode: a replica
+    starting beside one creating the schema failed to connect (1 in 8, now and then)."""
+    path = tmp_path / "fresh.db"
+    writer = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    writer.execute("BEGIN IMMEDIATE")
+    writer.execute("CREATE TABLE first (x)")
+    released = threading.Timer(0.3, writer.execute, args=("COMMIT",))
+    released.start()
+    engine = create_engine_for(f"sqlite:///{path}")
+    try:
+        with engine.connect() as connection:
+            mode = connection.exec_driver_sql("PRAGMA journal_mode").scalar()
+    finally:
+        released.join()
+        engine.dispose()
+        writer.close()
+    assert mode == "wal"
