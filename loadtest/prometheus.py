@@ -19,7 +19,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-from . import backend
+from . import backend, target
 
 TIMEOUT_SECONDS = 5.0
 # After the run Prometheus still has to scrape its last seconds: wait at most this long (two
@@ -59,7 +59,10 @@ FIGURES = {
 
 
 class PrometheusError(Exception):
-    pass
+    def __init__(self, message: str, passing: bool = False) -> None:
+        super().__init__(message)
+        # may pass if asked again: not ready yet (503), a timeout, a name server not answering
+        self.passing = passing
 
 
 class Prometheus:
@@ -74,9 +77,10 @@ class Prometheus:
                 body = json.loads(response.read())
         except urllib.error.HTTPError as error:
             detail = error.read()[:300].decode(errors="replace")
-            raise PrometheusError(f"HTTP {error.code}: {detail}") from None
+            raise PrometheusError(f"HTTP {error.code}: {detail}", error.code == 503) from None
         except (OSError, ValueError) as error:  # refused, timed out, not JSON
-            raise PrometheusError(str(getattr(error, "reason", error))) from None
+            reason = getattr(error, "reason", error)
+            raise PrometheusError(str(reason), target.passing(reason)) from None
         if body.get("status") != "success":
             raise PrometheusError(str(body.get("error") or body)[:300])
         result: list[dict[str, Any]] = body["data"]["result"]
@@ -93,7 +97,13 @@ class Prometheus:
         deadline = time.monotonic() + timeout
         pause = threading.Event()
         while True:
-            latest = self.value(newest)
+            try:
+                latest = self.value(newest)
+            except PrometheusError as error:
+                if not error.passing or time.monotonic() >= deadline:
+                    raise
+                pause.wait(0.5)
+                continue
             if latest is None:
                 return f"Prometheus has no {FRESHNESS_SERIES}: does it scrape vLLM?"
             if latest >= moment:
@@ -135,8 +145,15 @@ def step_figures(prometheus: Prometheus, start: float, end: float) -> dict[str, 
     return {**figures, "notes": notes}
 
 
-def add_figures(summary: dict[str, Any], url: str | None, unset_note: str) -> dict[str, Any]:
-    """Put each step's Prometheus figures in `summary` (in place) and describe the source."""
+def add_figures(
+    summary: dict[str, Any],
+    url: str | None,
+    unset_note: str,
+    wait_seconds: float = SCRAPE_WAIT_SECONDS,
+) -> dict[str, Any]:
+    """Put each step's Prometheus figures in `summary` (in place) and describe the source.
+    Prometheus is waited for up to `wait_seconds` while it is not ready or its name does not
+    resolve for the moment, and until it has scraped the run's last seconds."""
     steps = summary["steps"]
     queries = {name: f.expression for name, f in FIGURES.items()}
     rules = {name: f.rule for name, f in FIGURES.items()}
@@ -151,7 +168,7 @@ def add_figures(summary: dict[str, Any], url: str | None, unset_note: str) -> di
     prometheus = Prometheus(url)
     try:
         end = max((step["end"] for step in steps), default=0.0)
-        short = prometheus.wait_for_scrape_after(end, SCRAPE_WAIT_SECONDS) if steps else None
+        short = prometheus.wait_for_scrape_after(end, wait_seconds) if steps else None
         if short:
             summary["prometheus"]["note"] = short
     except PrometheusError as error:

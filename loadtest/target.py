@@ -5,6 +5,7 @@ seconds before a run is spent on refused connections."""
 
 from __future__ import annotations
 
+import socket
 import time
 import urllib.error
 import urllib.request
@@ -70,13 +71,22 @@ def needed(targets: list[Target], user_classes: str) -> list[Target]:
     return [t for t in targets if t.setting in wanted]
 
 
+def passing(reason: object) -> bool:
+    """Whether a failure to reach a server may pass on its own: a timeout, or a name server
+    that did not answer (EAI_AGAIN: a container network's DNS restarting as containers come
+    and go), as opposed to a refusal or a name that does not exist."""
+    if isinstance(reason, TimeoutError):
+        return True
+    return isinstance(reason, socket.gaierror) and reason.errno == socket.EAI_AGAIN
+
+
 def unanswered(
     target: Target, timeout: float = PROBE_SECONDS, budget: float = PROBE_BUDGET_SECONDS
 ) -> str | None:
     """Why nothing answers at the target (refused, timed out, no such host), else None: any
     HTTP answer, even 401 or 404, means a server is there. A refusal or an unknown host is
-    final at once; a timeout is asked again until `budget` seconds have gone (a busy stack
-    answers late, a missing one never)."""
+    final at once; a timeout or an unanswered name lookup is asked again until `budget`
+    seconds have gone (a busy stack answers late, a missing one never)."""
     deadline = time.monotonic() + budget
     while True:
         try:
@@ -86,8 +96,10 @@ def unanswered(
             return None
         except (urllib.error.URLError, OSError, ValueError) as error:
             reason = getattr(error, "reason", error)
-            if not isinstance(reason, TimeoutError) or time.monotonic() + timeout > deadline:
+            if not passing(reason) or time.monotonic() + timeout > deadline:
                 return str(reason)
+            if not isinstance(reason, TimeoutError):
+                time.sleep(0.5)  # a lookup fails at once; ask again in a moment, not in a spin
 
 
 def refusal(target: Target, why: str) -> str:

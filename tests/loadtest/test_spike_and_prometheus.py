@@ -13,6 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse, PlainTextResponse
+from starlette.routing import Route
 
 from loadtest.prometheus import FIGURES, add_figures, resolve
 from loadtest.results import Slo, summarise
@@ -20,7 +23,14 @@ from loadtest.settings import LoadSettings
 from stack import prometheus
 from stack.localstack import LocalStack
 from tests.loadtest.records import agent_record
-from tests.support import REPO_ROOT, free_port, model_simulator, running, wait_until
+from tests.support import (
+    REPO_ROOT,
+    free_port,
+    model_simulator,
+    running,
+    serving_in_thread,
+    wait_until,
+)
 
 PHASE_SECONDS = 4
 
@@ -124,6 +134,44 @@ def test_an_unreachable_prometheus_leaves_the_figures_null_with_a_note():
     assert note.startswith(f"Prometheus at {url} did not answer")
     assert summary["prometheus"]["url"] == url
     json.dumps(summary)
+
+
+def test_a_prometheus_not_ready_or_not_yet_resolved_is_waited_for(monkeypatch):
+    """In the container tier the load run's one call to Prometheus met the network's name
+    server unanswered (EAI_AGAIN) as Locust's workers left, and every figure was lost."""
+    import socket
+
+    answers = iter([503, 503, 200])
+    end = _summary()["steps"][0]["end"]
+
+    async def query(request):
+        status = next(answers, 200)
+        if status == 503:
+            return PlainTextResponse("Service Unavailable", status_code=503)
+        # every figure and the freshness query: one series, scraped after the run
+        sample = {"metric": {}, "value": [end, str(end + 1)]}
+        return JSONResponse({"status": "success", "data": {"result": [sample]}})
+
+    real = socket.getaddrinfo
+    lookups: list[str] = []
+
+    def lookup(host, *args, **kwargs):
+        lookups.append(host)
+        if host == "prometheus" and len(lookups) <= 2:
+            raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+        return real("127.0.0.1" if host == "prometheus" else host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", lookup)
+    app = Starlette(routes=[Route("/api/v1/query", query)])
+    with serving_in_thread(app, "a Prometheus") as served:
+        url = "http://prometheus:" + served.rsplit(":", 1)[1]
+        summary = add_figures(_summary(), url, "", wait_seconds=20)
+    (step,) = summary["steps"]
+    assert lookups[:2] == ["prometheus", "prometheus"], lookups
+    assert next(answers, None) is None  # both 503s were asked past
+    assert "note" not in summary["prometheus"], summary["prometheus"]
+    assert step["prometheus"]["notes"] == []
+    assert step["prometheus"]["kv_cache_usage_max"] == end + 1
 
 
 def test_without_a_prometheus_url_the_figures_are_null_and_say_why(tmp_path, monkeypatch):

@@ -11,12 +11,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
 from loadtest import target
 from loadtest.__main__ import main
 from loadtest.settings import LoadSettings
 from stack.localstack import URLS_FILE, LocalStack
-from tests.support import free_port, wait_until
+from tests.support import free_port, serving_in_thread, wait_until
 
 
 @pytest.fixture(autouse=True)
@@ -158,3 +161,35 @@ def test_a_target_that_never_answers_is_asked_until_the_budget_is_spent_then_nam
             connection.close()
     assert why is not None and "timed out" in why
     assert len(accepted) >= 5, f"asked {len(accepted)} times in a 1.5 s budget of 0.2 s tries"
+
+
+def test_a_name_server_that_does_not_answer_for_a_moment_is_asked_again_an_unknown_name_is_not(
+    monkeypatch,
+):
+    """In the container tier the network's name server went unanswered (EAI_AGAIN) while
+    Locust's workers left the network, and the load run took the stack for absent."""
+    import socket
+
+    real = socket.getaddrinfo
+    calls: list[str] = []
+
+    def lookup(host, *args, **kwargs):
+        calls.append(host)
+        if host == "vllm-router" and calls.count(host) <= 2:
+            raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+        if host == "no-such-router":
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return real("127.0.0.1" if host == "vllm-router" else host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", lookup)
+    models = Starlette(routes=[Route("/v1/models", lambda _: JSONResponse({"data": []}))])
+    with serving_in_thread(models, "a model server") as url:
+        port = url.rsplit(":", 1)[1]
+        passing = target.Target(
+            "the model server", "model_url", "u", "o", f"http://vllm-router:{port}/v1/models"
+        )
+        assert target.unanswered(passing, timeout=0.5, budget=10) is None
+    assert calls.count("vllm-router") == 3
+    unknown = target.Target("the model server", "model_url", "u", "o", "http://no-such-router/")
+    assert "not known" in (target.unanswered(unknown, timeout=0.5, budget=10) or "")
+    assert calls.count("no-such-router") == 1
