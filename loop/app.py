@@ -157,8 +157,11 @@ def _loop_config(settings: LoopSettings) -> LoopConfig:
 
 
 async def _stop_runs(manager: RunManager) -> None:
-    """Cancel the runs still going and wait until each has recorded how it ended."""
+    """Cancel the runs still going and wait until each has recorded how it ended; a run that
+    waits for a person's confirmation is left for the next loop to take over and go on with."""
     tasks = [run.task for run in manager.active.values() if run.task is not None]
+    for run in manager.active.values():
+        run.suspending = manager.resumable(run)
     for task in tasks:
         task.cancel()
     if not tasks:

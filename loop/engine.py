@@ -13,6 +13,7 @@ import datetime as dt
 import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any, Protocol
@@ -44,6 +45,8 @@ UNAVAILABLE_WRITE_ANSWER = (
     "請稍後用「查一下我的假單」確認假單目前的狀態，再決定是否重做。"
 )
 STOPPED_TOOL_TEXT = "已記錄最終結果。"
+CONFIRMATION_EXPIRED_TEXT = "已取消：確認逾時，這個操作沒有執行。"
+CONFIRMATION_EXPIRED_ANSWER = "確認逾時，操作沒有執行。如果仍要進行，請重新提出。"
 
 # -- what the loop talks to ----------------------------------------------------------------
 
@@ -134,15 +137,27 @@ Emit = Callable[[str, dict[str, Any]], Awaitable[None]]
 # and every result it had applied. Reads change nothing: they are saved with the next write's
 # checkpoint or the finished run. (A function, so the caller takes the snapshot when it is its
 # turn to save.)
-Checkpoint = Callable[[Callable[[], list[dict[str, Any]]]], Awaitable[None]]
+Checkpoint = Callable[["RunState"], Awaitable[None]]
 
 
 async def _no_emit(_kind: str, _data: dict[str, Any]) -> None:
     return None
 
 
-async def _no_checkpoint(_snapshot: Callable[[], list[dict[str, Any]]]) -> None:
+async def _no_checkpoint(_state: RunState) -> None:
     return None
+
+
+@dataclass(frozen=True)
+class CallInProgress:
+    """The tool call being made, seen from inside it (a confirmation asked during the call
+    saves the run so that it can be resumed after a restart)."""
+
+    state: RunState
+    tool_call_id: str
+
+
+current_call: ContextVar[CallInProgress | None] = ContextVar("current_call", default=None)
 
 
 # -- what the loop produces ----------------------------------------------------------------
@@ -261,23 +276,57 @@ class AgentLoop:
         emit: Emit = _no_emit,
         checkpoint: Checkpoint = _no_checkpoint,
     ) -> RunResult:
+        state = RunState(user_input, checkpoint)
+        return await self._drive(state, tools, history, emit, resumed=None)
+
+    async def resume(
+        self,
+        saved: dict[str, Any],
+        tools: Tools,
+        history: Sequence[dict[str, Any]] = (),
+        emit: Emit = _no_emit,
+        checkpoint: Checkpoint = _no_checkpoint,
+    ) -> RunResult:
+        """Go on with a run saved by RunState.resumable() while a confirmation was open: the
+        tool calls of its last turn that had not finished are made again (the one that asked
+        asks again and its caller answers with what the person said), then the turns go on."""
+        state = RunState.restore(saved, checkpoint)
+        return await self._drive(state, tools, history, emit, resumed=saved)
+
+    async def _drive(
+        self,
+        state: RunState,
+        tools: Tools,
+        history: Sequence[dict[str, Any]],
+        emit: Emit,
+        resumed: dict[str, Any] | None,
+    ) -> RunResult:
         config = self.config
-        state = _RunState(user_input, checkpoint)
         try:
             try:
                 catalogue = {t.name: t for t in await tools.list()}
             except ToolsUnavailable as error:
+                if resumed is not None:
+                    state.answer_pending_calls(f"{TOOL_ERROR_PREFIX} 差勤系統暫時無法連線")
                 return state.result(
                     RunStatus.FAILED, UNAVAILABLE_ANSWER, reason=_unavailable(error)
                 )
             except SignInRefused as error:
+                if resumed is not None:
+                    state.answer_pending_calls(f"{TOOL_ERROR_PREFIX} 使用者的登入已失效")
                 return _refused_sign_in(state, error)
-            state.tools = [t.openai_tool() for t in catalogue.values()]
+            if resumed is None:
+                state.tools = [t.openai_tool() for t in catalogue.values()]
             system = {"role": "system", "content": config.system_prompt}
             window = await self._context_window()
             # the same definitions every turn: their JSON counted once, not twice a turn
             tools_cost = tools_tokens(state.tools) if window is not None else 0
-            for turn in range(1, config.max_turns + 1):
+            if resumed is not None:
+                await self._run_tool_calls(state.open_calls(), catalogue, tools, state, emit)
+                ended = self._after_tool_calls(catalogue, state)
+                if ended is not None:
+                    return ended
+            for turn in range(state.turns + 1, config.max_turns + 1):
                 state.turns = turn
                 if window is None:
                     prompt = [system, *history, *state.messages]
@@ -297,12 +346,9 @@ class AgentLoop:
                 if stop_call is not None:
                     return self._finish_with_stop_tool(stop_call, calls, state)
                 await self._run_tool_calls(calls, catalogue, tools, state, emit)
-                if state.sign_in_refused is not None:  # no call can succeed: end and say why
-                    return _refused_sign_in(state, state.sign_in_refused)
-                if state.unreachable:  # the model would only guess: end and say so
-                    return self._finish_unreachable(catalogue, state)
-                if state.unknown:  # a write may or may not apply: say so, never "not done"
-                    return self._finish_unknown(state)
+                ended = self._after_tool_calls(catalogue, state)
+                if ended is not None:
+                    return ended
             return state.result(RunStatus.MAX_TURNS, MAX_TURNS_ANSWER, reason="max_turns")
         except (ContextOverflow, ModelContextExceeded) as error:
             return state.result(
@@ -317,8 +363,20 @@ class AgentLoop:
             state.answer_pending_calls(f"{TOOL_ERROR_PREFIX} {type(error).__name__}")
             return state.result(RunStatus.FAILED, "", reason=f"{type(error).__name__}: {error}")
 
+    def _after_tool_calls(
+        self, catalogue: dict[str, ToolInfo], state: RunState
+    ) -> RunResult | None:
+        """How the run ends after a turn's tool calls, if it cannot go on."""
+        if state.sign_in_refused is not None:  # no call can succeed: end and say why
+            return _refused_sign_in(state, state.sign_in_refused)
+        if state.unreachable:  # the model would only guess: end and say so
+            return self._finish_unreachable(catalogue, state)
+        if state.unknown:  # a write may or may not apply: say so, never "not done"
+            return self._finish_unknown(state)
+        return None
+
     async def _call_model(
-        self, messages: list[dict[str, Any]], state: _RunState, emit: Emit
+        self, messages: list[dict[str, Any]], state: RunState, emit: Emit
     ) -> ModelReply:
         step = state.step(StepKind.MODEL, "chat")
         await emit("model.started", {"turn": state.turns})
@@ -344,7 +402,7 @@ class AgentLoop:
         return reply
 
     @staticmethod
-    def _finish_unreachable(catalogue: dict[str, ToolInfo], state: _RunState) -> RunResult:
+    def _finish_unreachable(catalogue: dict[str, ToolInfo], state: RunState) -> RunResult:
         writes = [u.tool for u in state.unreachable if not catalogue[u.tool].read_only]
         answer = (
             UNAVAILABLE_WRITE_ANSWER.format(tools="、".join(dict.fromkeys(writes)))
@@ -356,7 +414,7 @@ class AgentLoop:
         )
 
     @staticmethod
-    def _finish_unknown(state: _RunState) -> RunResult:
+    def _finish_unknown(state: RunState) -> RunResult:
         unknown = state.unknown[0]
         leave = unknown.arguments.get("leave_id")
         tool = f"{unknown.tool}（{leave}）" if leave else unknown.tool
@@ -370,7 +428,7 @@ class AgentLoop:
         message: dict[str, Any],
         reply: ModelReply,
         catalogue: dict[str, ToolInfo],
-        state: _RunState,
+        state: RunState,
         emit: Emit,
     ) -> RunResult:
         text = message.get("content") or ""
@@ -389,14 +447,14 @@ class AgentLoop:
             return state.result(RunStatus.FAILED, text, reason="length")
         return state.result(RunStatus.COMPLETED, text)
 
-    async def _detect(self, state: _RunState, emit: Emit, kind: str, detail: str) -> None:
+    async def _detect(self, state: RunState, emit: Emit, kind: str, detail: str) -> None:
         step = state.step(StepKind.DETECTION, kind)
         state.close(step, StepOutcome.DETECTED, detail)
         state.detections.append(kind)
         await emit("detection", {"kind": kind, "detail": detail})
 
     def _finish_with_stop_tool(
-        self, stop_call: dict[str, Any], calls: list[dict[str, Any]], state: _RunState
+        self, stop_call: dict[str, Any], calls: list[dict[str, Any]], state: RunState
     ) -> RunResult:
         arguments, error = parse_arguments(stop_call["function"].get("arguments"))
         step = state.step(StepKind.TOOL, stop_call["function"]["name"])
@@ -418,28 +476,33 @@ class AgentLoop:
         calls: list[dict[str, Any]],
         catalogue: dict[str, ToolInfo],
         tools: Tools,
-        state: _RunState,
+        state: RunState,
         emit: Emit,
     ) -> None:
+        """Make the calls (at most tool_concurrency at once), then give each of the turn's calls
+        its tool message in the order the model made them (a resumed run's calls that had
+        finished before its restart keep the answer they had)."""
         limit = asyncio.Semaphore(max(self.config.tool_concurrency, 1))
-        state.pending = [c["id"] for c in calls]
 
-        async def one(call: dict[str, Any]) -> str:
+        async def one(call: dict[str, Any]) -> None:
             async with limit:
                 with tracing.tool_span(call["function"]["name"], call["id"]):
-                    return await self._run_one(call, catalogue, tools, state, emit)
+                    text = await self._run_one(call, catalogue, tools, state, emit)
+            state.answered[call["id"]] = text
 
-        results = await asyncio.gather(*(one(c) for c in calls))
-        for call, text in zip(calls, results, strict=True):  # original order
-            state.messages.append({"role": "tool", "tool_call_id": call["id"], "content": text})
-        state.pending = []
+        await asyncio.gather(*(one(c) for c in calls))
+        for call in state.turn_calls():
+            state.messages.append(
+                {"role": "tool", "tool_call_id": call["id"], "content": state.answered[call["id"]]}
+            )
+        state.answered = {}
 
     async def _run_one(
         self,
         call: dict[str, Any],
         catalogue: dict[str, ToolInfo],
         tools: Tools,
-        state: _RunState,
+        state: RunState,
         emit: Emit,
     ) -> str:
         name = call["function"]["name"]
@@ -469,6 +532,7 @@ class AgentLoop:
             may_change = not info.read_only
             if may_change:
                 await state.checkpoint()
+            current_call.set(CallInProgress(state, call["id"]))  # this call's task only
             try:
                 result = await asyncio.wait_for(tools.call(name, arguments), timeout)
             except TimeoutError:
@@ -528,7 +592,7 @@ class AgentLoop:
         arguments: dict[str, Any],
         catalogue: dict[str, ToolInfo],
         tools: Tools,
-        state: _RunState,
+        state: RunState,
     ) -> verify.Verified:
         """Read back what a timed-out write was to change (recorded as a `verify` step)."""
         check = verify.check_call(name, arguments)
@@ -569,16 +633,19 @@ class UnknownOutcome:
     verified: verify.Verified
 
 
-class _RunState:
+class RunState:
+    """A run as it goes: its transcript, steps and counts; what a checkpoint saves."""
+
     def __init__(self, user_input: str, checkpoint: Checkpoint = _no_checkpoint) -> None:
         self._checkpoint = checkpoint
         self.messages: list[dict[str, Any]] = [{"role": "user", "content": user_input}]
+        # this turn's tool calls that have finished: their tool message's text
+        self.answered: dict[str, str] = {}
         self.steps: list[Step] = []
         self.tools: list[dict[str, Any]] = []
         self.turns = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
-        self.pending: list[str] = []
         self.detections: list[str] = []
         self.unreachable: list[Unreachable] = []
         self.sign_in_refused: SignInRefused | None = None
@@ -601,7 +668,50 @@ class _RunState:
             step.end(outcome, detail)
 
     async def checkpoint(self) -> None:
-        await self._checkpoint(self.snapshot)
+        await self._checkpoint(self)
+
+    def resumable(self) -> dict[str, Any]:
+        """What resume() needs to go on with the run (JSON): taken while a tool call of the
+        last turn waits for a person's answer."""
+        return {
+            "messages": self.messages,
+            "steps": self.snapshot(),
+            "tools": self.tools,
+            "turns": self.turns,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "detections": self.detections,
+            "answered": self.answered,
+        }
+
+    @classmethod
+    def restore(cls, saved: dict[str, Any], checkpoint: Checkpoint = _no_checkpoint) -> RunState:
+        """The state resumable() saved. The steps of the calls that had not finished are left
+        out: each is made again, with a step of its own."""
+        state = cls("", checkpoint)
+        state.messages = list(saved["messages"])
+        state.tools = list(saved["tools"])
+        state.turns = saved["turns"]
+        state.prompt_tokens = saved["prompt_tokens"]
+        state.completion_tokens = saved["completion_tokens"]
+        state.detections = list(saved["detections"])
+        state.answered = dict(saved["answered"])
+        unfinished = {call["id"] for call in state.open_calls()}
+        state.steps = [
+            Step.from_dict(step)
+            for step in saved["steps"]
+            if not (step.get("tool_call_id") in unfinished and step.get("error") == "in_progress")
+        ]
+        return state
+
+    def turn_calls(self) -> list[dict[str, Any]]:
+        """The tool calls of the last assistant message (the turn under way)."""
+        last = self.messages[-1] if self.messages else {}
+        return list(last.get("tool_calls") or []) if last.get("role") == "assistant" else []
+
+    def open_calls(self) -> list[dict[str, Any]]:
+        """The turn's tool calls that have not finished."""
+        return [call for call in self.turn_calls() if call["id"] not in self.answered]
 
     def snapshot(self) -> list[dict[str, Any]]:
         steps = [s.to_dict() for s in self.steps]
@@ -611,12 +721,32 @@ class _RunState:
         return steps
 
     def answer_pending_calls(self, text: str) -> None:
-        """Every tool_call_id gets its tool message, even when the run stops mid-turn."""
+        """Every tool_call_id gets its tool message, even when the run stops mid-turn: those
+        that finished their own, the rest `text`."""
         answered = {m.get("tool_call_id") for m in self.messages if m.get("role") == "tool"}
-        for call_id in self.pending:
-            if call_id not in answered:
-                self.messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
-        self.pending = []
+        for call in self.turn_calls():
+            if call["id"] not in answered:
+                content = self.answered.get(call["id"], text)
+                self.messages.append(
+                    {"role": "tool", "tool_call_id": call["id"], "content": content}
+                )
+        self.answered = {}
+
+    def expire_confirmation(self, timeout: float) -> RunResult:
+        """A restored run whose confirmation nobody answered in time: its open calls were not
+        made, and the run ends cancelled."""
+        detail = f"the confirmation was not answered within {timeout:g} s"
+        for call in self.open_calls():
+            step = self.step(StepKind.TOOL, call["function"]["name"])
+            step.tool_call_id = call["id"]
+            step.arguments, _ = parse_arguments(call["function"].get("arguments"))
+            self.close(step, StepOutcome.CANCELLED, detail)
+        self.answer_pending_calls(f"{TOOL_ERROR_PREFIX} {CONFIRMATION_EXPIRED_TEXT}")
+        return self.result(
+            RunStatus.CANCELLED,
+            CONFIRMATION_EXPIRED_ANSWER,
+            reason=f"cancelled: {detail}",
+        )
 
     def result(
         self, status: RunStatus, answer: str, *, reason: str | None = None, result: Any = None
@@ -640,7 +770,7 @@ def _unavailable(error: ToolsUnavailable) -> str:
     return f"tools_unavailable: {error}"
 
 
-def _refused_sign_in(state: _RunState, error: SignInRefused) -> RunResult:
+def _refused_sign_in(state: RunState, error: SignInRefused) -> RunResult:
     return state.result(
         RunStatus.FAILED, SIGN_IN_REFUSED_ANSWER, reason=f"sign_in_refused: {error}"
     )

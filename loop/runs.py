@@ -7,7 +7,7 @@ import datetime as dt
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Literal
@@ -16,6 +16,7 @@ import anyio.to_thread
 from mcp.types import ElicitResult
 from opentelemetry.trace import Span
 
+from common.contract import TOOL_ERROR_PREFIX
 from common.credentials import hash_token
 from common.sqlite import utcnow
 
@@ -27,11 +28,13 @@ from .engine import (
     LoopConfig,
     Model,
     RunResult,
+    RunState,
     RunStatus,
     SignInRefused,
     ToolInfo,
     ToolResult,
     ToolsUnavailable,
+    current_call,
 )
 from .mcp_pool import (
     McpConnection,
@@ -83,6 +86,14 @@ class PendingConfirmation:
     message: str
     schema: dict[str, Any]
     answer: asyncio.Future[ElicitResult]
+    tool_call_id: str | None = None  # the call that asked (None outside the engine's calls)
+    asked_at: float = field(default_factory=time.time)  # wall clock: it outlives the process
+
+    def view(self) -> dict[str, Any]:
+        return {"confirmation_id": self.id, "message": self.message, "schema": self.schema}
+
+    def saved(self) -> dict[str, Any]:
+        return {**self.view(), "tool_call_id": self.tool_call_id, "asked_at": self.asked_at}
 
 
 @dataclass
@@ -101,6 +112,17 @@ class ActiveRun:
     new_session: bool = False  # a session id made for it, which nobody else can know yet
     stored: bool = False  # its record exists: GET /v1/runs/{id} can find it
     task: asyncio.Task[Run] | None = None
+    # What a confirmation asked while the run goes needs to resume it after a restart: the
+    # engine's state and the history the run was given.
+    state: RunState | None = None
+    context: list[dict[str, Any]] = field(default_factory=list)
+    # A run taken over from a loop that stopped while it waited for a person: the token of
+    # whoever answers (the run's own user) makes its calls, and the answers given before the
+    # restart, by tool call, answer the same question when that call asks it again.
+    token: str | None = None
+    answered_before: dict[str, tuple[str, ElicitResult]] = field(default_factory=dict)
+    suspending: bool = False  # stopped by shutdown while it waited: left to be resumed
+    saving: asyncio.Lock = field(default_factory=asyncio.Lock)  # one progress save at a time
 
     async def outcome(self) -> Run:
         """The final result; shielded, so a caller that goes away does not cancel the run.
@@ -193,7 +215,13 @@ class RunTools:
 
     async def _confirm(self, message: str, schema: dict[str, Any]) -> ElicitResult:
         run, metrics = self._run, self._manager.metrics
-        if run.confirm == "accept":
+        call = current_call.get()
+        before = run.answered_before.pop(call.tool_call_id, None) if call else None
+        if before is not None and before[0] == message:
+            # the question the person answered before the loop restarted, asked again as the
+            # call is made again: their answer (a question that changed is asked anew)
+            result = before[1]
+        elif run.confirm == "accept":
             result = ElicitResult(action="accept", content=accept_content(schema))
         elif run.confirm == "decline":
             result = ElicitResult(action="decline")
@@ -203,12 +231,13 @@ class RunTools:
                 message=message,
                 schema=schema,
                 answer=asyncio.get_running_loop().create_future(),
+                tool_call_id=call.tool_call_id if call else None,
             )
             run.confirmations[pending.id] = pending
-            await run.emit(
-                "confirmation.requested",
-                {"confirmation_id": pending.id, "message": message, "schema": schema},
-            )
+            if call is not None:
+                run.state = call.state
+            await self._manager.save_progress(run)  # resumable from here, should the loop stop
+            await run.emit("confirmation.requested", pending.view())
             try:
                 result = await asyncio.wait_for(
                     asyncio.shield(pending.answer), self._manager.config.confirmation_timeout
@@ -217,6 +246,7 @@ class RunTools:
                 result = ElicitResult(action="cancel")
                 if not pending.answer.done():
                     pending.answer.set_result(result)
+            await self._manager.save_progress(run)  # answered: no longer to be resumed
         outcome = {"accept": "accepted", "decline": "declined"}.get(result.action, "cancelled")
         if result.action == "accept" and result.content and result.content.get("confirm") is False:
             outcome = "declined"
@@ -303,38 +333,50 @@ class RunManager:
         """Run, record, publish. Whatever fails, the run ends with a result and its stream ends.
         One trace: its model and tool calls are spans inside the run's."""
         with run_span(run.id) as span:
-            return await self._execute_traced(run, token, stream, span)
+            record = RunRecord(
+                id=run.id,
+                user_key=run.user_key,
+                session_id=run.session_id,
+                status="running",
+                input=run.input,
+                system_prompt=self.config.system_prompt,
+                created_at=run.created_at,
+                owner=self.instance_id,
+            )
+            return await self._execute_traced(run, record, token, stream, span, None)
 
-    async def _execute_traced(self, run: ActiveRun, token: str, stream: bool, span: Span) -> Run:
+    async def _execute_traced(
+        self,
+        run: ActiveRun,
+        record: RunRecord,
+        token: str,
+        stream: bool,
+        span: Span,
+        saved: dict[str, Any] | None,
+    ) -> Run:
+        """A run from its start, or (`saved`) from where a stopped loop left it."""
         history: list[dict[str, Any]] = []
-        record = RunRecord(
-            id=run.id,
-            user_key=run.user_key,
-            session_id=run.session_id,
-            status="running",
-            input=run.input,
-            system_prompt=self.config.system_prompt,
-            created_at=run.created_at,
-            owner=self.instance_id,
-        )
         try:
             async with self._slots:
                 self.metrics.in_flight.inc()
                 try:
-                    history = await self._begin(run, record)
-                    run.stored = True
+                    if saved is None:
+                        history = await self._begin(run, record)
+                        run.stored = True
+                    else:
+                        history = run.context
+                    run.context = history
                     # The router keeps a session on one replica by this key; a run outside
                     # any session (the facade's) is routed by its own id.
                     current_session.set(run.session_id if run.remember else run.id)
                     await run.emit("run.started", {"id": run.id, "session_id": run.session_id})
                     loop = self._streaming_loop if stream else self._loop
-                    result = await loop.run(
-                        run.input,
-                        RunTools(self, run, token),
-                        history,
-                        self._observer(run),
-                        self._checkpointer(run),
-                    )
+                    tools = RunTools(self, run, token)
+                    observer, checkpoint = self._observer(run), self._checkpointer(run)
+                    if saved is None:
+                        result = await loop.run(run.input, tools, history, observer, checkpoint)
+                    else:
+                        result = await loop.resume(saved, tools, history, observer, checkpoint)
                 finally:
                     self.metrics.in_flight.dec()
         except asyncio.CancelledError:  # cancelled while waiting for a slot
@@ -342,6 +384,21 @@ class RunManager:
         except Exception as error:  # the store, most likely: fail this run, keep serving
             logger.exception("run %s failed outside the loop", run.id)
             result = _empty_result(run, RunStatus.FAILED, f"internal: {type(error).__name__}")
+        if run.suspending and result.status == RunStatus.CANCELLED:
+            # Stopped by shutdown while it waited for a person: its record keeps it running,
+            # with what resuming needs, for the loop that starts next (which takes it over).
+            self.active.pop(run.id, None)
+            raise asyncio.CancelledError
+        return await self._finish(run, record, result, history, span)
+
+    async def _finish(
+        self,
+        run: ActiveRun,
+        record: RunRecord,
+        result: RunResult,
+        history: list[dict[str, Any]],
+        span: Span,
+    ) -> Run:
         record.finish(result, history)
         final = Run.of_record(record, result.steps)
         try:
@@ -396,17 +453,45 @@ class RunManager:
             metrics.detections.labels(kind).inc()
 
     def _checkpointer(self, run: ActiveRun) -> Checkpoint:
-        """Saves the run's steps as they happen, one save at a time, each with the newest."""
-        saving = asyncio.Lock()
+        """Saves the run's steps as they happen (and, while a confirmation waits, what resuming
+        it needs), one save at a time, each with the newest."""
 
-        async def checkpoint(snapshot: Callable[[], list[dict[str, Any]]]) -> None:
-            async with saving:
-                try:
-                    await self.store.write(partial(self.store.save_steps, run.id, snapshot()))
-                except Exception as error:  # a missed checkpoint must not fail the run
-                    logger.warning("run %s: steps not saved: %s", run.id, type(error).__name__)
+        async def checkpoint(state: RunState) -> None:
+            run.state = state
+            await self.save_progress(run)
 
         return checkpoint
+
+    async def save_progress(self, run: ActiveRun) -> None:
+        """The run's steps so far and, while a confirmation waits for a person, what resuming
+        the run after a restart needs (None once none waits). One save at a time."""
+        if run.state is None:
+            return
+        async with run.saving:
+            state = run.state
+            try:
+                await self.store.write(
+                    partial(self.store.save_steps, run.id, state.snapshot(), self._resumable(run))
+                )
+            except Exception as error:  # a missed checkpoint must not fail the run
+                logger.warning("run %s: steps not saved: %s", run.id, type(error).__name__)
+
+    def resumable(self, run: ActiveRun) -> bool:
+        """Whether the run waits for a person in a way a restarted loop can go on with."""
+        return self._resumable(run) is not None
+
+    def _resumable(self, run: ActiveRun) -> dict[str, Any] | None:
+        waiting = [p for p in run.confirmations.values() if not p.answer.done()]
+        if not waiting or run.state is None or any(p.tool_call_id is None for p in waiting):
+            return None
+        expires = min(p.asked_at for p in waiting) + self.config.confirmation_timeout
+        return {
+            "state": run.state.resumable(),
+            "history": run.context,
+            "remember": run.remember,
+            "confirmations": [p.saved() for p in waiting],
+            "expires_at": dt.datetime.fromtimestamp(expires, dt.UTC).isoformat(),
+        }
 
     def _observer(self, run: ActiveRun) -> Emit:
         metrics = self.metrics
@@ -429,8 +514,14 @@ class RunManager:
             yield item
 
     def answer_confirmation(
-        self, run_id: str, user_key: str, confirmation_id: str, result: ElicitResult
+        self,
+        run_id: str,
+        user_key: str,
+        confirmation_id: str,
+        result: ElicitResult,
+        token: str | None = None,
     ) -> None:
+        """`token`: the answerer's, which makes the calls of a run taken over after a restart."""
         run = self.active.get(run_id)
         if run is None or run.user_key != user_key:
             raise UnknownConfirmation(run_id)
@@ -439,12 +530,16 @@ class RunManager:
             raise UnknownConfirmation(confirmation_id)
         if pending.answer.done():
             raise ConfirmationAlreadyAnswered(confirmation_id)
+        if run.token is None:
+            run.token = token
         pending.answer.set_result(result)
 
-    def cancel(self, run_id: str, user_key: str) -> bool:
+    def cancel(self, run_id: str, user_key: str, token: str | None = None) -> bool:
         run = self.active.get(run_id)
         if run is None or run.user_key != user_key or run.task is None:
             return False
+        if run.token is None:
+            run.token = token
         open_questions = [p for p in run.confirmations.values() if not p.answer.done()]
         if not open_questions:
             run.task.cancel()  # the loop answers pending tool calls and records "cancelled"
@@ -461,7 +556,8 @@ class RunManager:
         """The user's run: as it stands while this loop runs it, else as stored."""
         run = self.active.get(run_id)
         if run is not None and run.user_key == user_key:
-            return Run.running(run.id, run.session_id, run.input, run.created_at)
+            waiting = [p.view() for p in run.confirmations.values() if not p.answer.done()]
+            return Run.running(run.id, run.session_id, run.input, run.created_at, waiting)
         stored = await anyio.to_thread.run_sync(self.store.get_run, run_id, user_key)
         return None if stored is None else Run.of_record(stored)
 
@@ -480,9 +576,75 @@ class RunManager:
     def mark_interrupted(self) -> int:
         """At start: the runs this loop left running before it restarted (and those whose
         owner's lease ran out) never finish; say so in their records. Another live loop's
-        runs on the same store are left alone. Takes this loop's lease first."""
+        runs on the same store are left alone. Takes this loop's lease first. A run that was
+        waiting for a person's confirmation is taken over instead (see adopt): it goes on
+        once they answer. Returns how many were marked."""
         self.store.renew_lease(self.instance_id)
-        return self.store.mark_interrupted(self.instance_id, self.lease_seconds)
+        marked, waiting = self.store.take_over(self.instance_id, self.lease_seconds)
+        for record in waiting:
+            self.adopt(record)
+        return marked
+
+    def adopt(self, record: RunRecord) -> ActiveRun:
+        """A run a stopped loop left waiting for a confirmation, as this loop's: its questions
+        are open again (GET shows them, POST answers them); once every one is answered it goes
+        on from where it stopped, with the answerer's token; unanswered by the time the
+        question expires, it ends cancelled."""
+        saved = record.suspended or {}
+        run = ActiveRun(
+            id=record.id,
+            user_key=record.user_key,
+            session_id=record.session_id,
+            input=record.input,
+            confirm="ask",
+            remember=saved["remember"],
+            stored=True,
+            context=list(saved["history"]),
+            created_at=record.created_at,
+        )
+        loop = asyncio.get_running_loop()
+        for question in saved["confirmations"]:
+            pending = PendingConfirmation(
+                id=question["confirmation_id"],
+                message=question["message"],
+                schema=question["schema"],
+                answer=loop.create_future(),
+                tool_call_id=question["tool_call_id"],
+                asked_at=question["asked_at"],
+            )
+            run.confirmations[pending.id] = pending
+        self.active[run.id] = run
+        run.task = asyncio.create_task(self._resume(run, record, saved))
+        logger.info("run %s: taken over, waiting for its confirmation", run.id)
+        return run
+
+    async def _resume(self, run: ActiveRun, record: RunRecord, saved: dict[str, Any]) -> Run:
+        with run_span(run.id) as span:
+            waiting = list(run.confirmations.values())
+            expires = dt.datetime.fromisoformat(saved["expires_at"])
+            left = (expires - utcnow()).total_seconds()
+            try:
+                answers = asyncio.gather(*(asyncio.shield(p.answer) for p in waiting))
+                await asyncio.wait_for(answers, max(left, 0.0))
+            except TimeoutError:
+                state = RunState.restore(saved["state"])
+                result = state.expire_confirmation(self.config.confirmation_timeout)
+                return await self._finish(run, record, result, run.context, span)
+            except asyncio.CancelledError:  # shutdown: the next loop takes it over again
+                self.active.pop(run.id, None)
+                raise
+            if run.token is None:  # answered without a token to act with (not over HTTP)
+                state = RunState.restore(saved["state"])
+                state.answer_pending_calls(f"{TOOL_ERROR_PREFIX} 已取消")
+                result = state.result(RunStatus.CANCELLED, "", reason="cancelled")
+                return await self._finish(run, record, result, run.context, span)
+            run.answered_before = {
+                p.tool_call_id: (p.message, p.answer.result())
+                for p in waiting
+                if p.tool_call_id is not None
+            }
+            record.owner = self.instance_id
+            return await self._execute_traced(run, record, run.token, False, span, saved["state"])
 
     async def keep_lease(self) -> None:
         """Forever: renew this loop's lease, and mark the runs of loops that stopped renewing
@@ -493,9 +655,9 @@ class RunManager:
             await asyncio.sleep(every)
             try:
                 await anyio.to_thread.run_sync(self.store.renew_lease, self.instance_id)
-                swept = await anyio.to_thread.run_sync(
+                swept, waiting = await anyio.to_thread.run_sync(
                     partial(
-                        self.store.mark_interrupted,
+                        self.store.take_over,
                         self.instance_id,
                         self.lease_seconds,
                         own=False,
@@ -504,6 +666,8 @@ class RunManager:
             except Exception as error:  # the store may be briefly away: try next time
                 logger.warning("lease renewal failed: %s", type(error).__name__)
                 continue
+            for record in waiting:
+                self.adopt(record)
             if swept:
                 logger.warning("marked %d run(s) of a loop that stopped as interrupted", swept)
 

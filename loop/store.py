@@ -79,6 +79,9 @@ class RunRecord(Base):
     # The loop process running it (LOOP_INSTANCE_ID): another loop on the same store leaves a
     # run it does not own alone while its owner renews its lease.
     owner: Mapped[str | None] = mapped_column(String(128), index=True)
+    # While the run waits for a person's confirmation: what resuming it after its loop stops
+    # needs (the engine's state, the questions, when they expire); NULL otherwise.
+    suspended: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
 
     def finish(self, result: RunResult, history: list[dict[str, Any]]) -> None:
         """Take how the run ended: its result, and the history it was given."""
@@ -112,6 +115,33 @@ def _interrupted(step: dict[str, Any]) -> dict[str, Any]:
     if step.get("type") == StepKind.TOOL and step.get("error") == StepOutcome.IN_PROGRESS:
         return {**step, "error": StepOutcome.INTERRUPTED, "detail": "outcome unknown"}
     return step
+
+
+def _still_waiting(suspended: dict[str, Any] | None, now: dt.datetime) -> bool:
+    """A run saved while a confirmation waited, whose question has not expired."""
+    if not suspended or not suspended.get("confirmations"):
+        return False
+    return dt.datetime.fromisoformat(suspended["expires_at"]) > now
+
+
+def _mark_interrupted(record: RunRecord) -> None:
+    steps = [_interrupted(step) for step in record.steps or []]
+    started = [
+        f"{step['name']}({json.dumps(step.get('arguments'), ensure_ascii=False)})"
+        for step in steps
+        if step.get("error") == StepOutcome.INTERRUPTED
+    ]
+    reason = "interrupted: the loop service running it stopped during the run"
+    if started:
+        reason += (
+            f"; {', '.join(started)} had started and its outcome is unknown: check "
+            "the leave (search_leaves) before doing it again"
+        )
+    record.steps = steps
+    record.status = "failed"
+    record.reason = reason[:500]
+    record.finished_at = utcnow()
+    record.suspended = None
 
 
 def bounded_history(messages: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
@@ -151,15 +181,18 @@ FINISH_RUN = (
     .where(RUNS.c.id == bindparam("run_id"))
     .values(
         {
-            name: func.coalesce(bindparam(f"new_{name}", type_=RUNS.c[name].type), RUNS.c[name])
-            for name in FINISHED_COLUMNS
+            **{
+                name: func.coalesce(bindparam(f"new_{name}", type_=RUNS.c[name].type), RUNS.c[name])
+                for name in FINISHED_COLUMNS
+            },
+            "suspended": None,  # a finished run has nothing left to resume
         }
     )
 )
 UPDATE_RUNNING_STEPS = (
     update(RUNS)
     .where(RUNS.c.id == bindparam("run_id"), RUNS.c.status == "running")
-    .values(steps=bindparam("steps"))
+    .values(steps=bindparam("steps"), suspended=bindparam("suspended"))
 )
 SELECT_SESSION = select(SESSIONS.c.user_key, SESSIONS.c.messages).where(
     SESSIONS.c.id == bindparam("session_id")
@@ -415,10 +448,20 @@ class RunStore:
             record = s.get(SessionRecord, session_id)
             return record.user_key if record else None
 
-    def save_steps(self, run_id: str, steps: list[dict[str, Any]], *, wait: bool = True) -> None:
-        """The steps so far of a run that is still running (a late save changes nothing)."""
+    def save_steps(
+        self,
+        run_id: str,
+        steps: list[dict[str, Any]],
+        suspended: dict[str, Any] | None = None,
+        *,
+        wait: bool = True,
+    ) -> None:
+        """The steps so far of a run that is still running, and what resuming it needs while
+        it waits for a confirmation (a late save changes nothing)."""
         with self._transaction(wait) as cursor:
-            self._writes.save_steps.execute(cursor, {"run_id": run_id, "steps": steps})
+            self._writes.save_steps.execute(
+                cursor, {"run_id": run_id, "steps": steps, "suspended": suspended}
+            )
 
     def renew_lease(self, instance_id: str) -> None:
         """This loop is alive: its runs are its own for another lease."""
@@ -439,8 +482,23 @@ class RunStore:
         renewing its lease for `lease_seconds`, and with `own` (a loop starting) those this
         loop owned before it restarted and those of no owner (an older loop's); another live
         loop's runs are its own. (`instance_id` None: every running run, whoever owns it.)"""
-        expired = utcnow() - dt.timedelta(seconds=lease_seconds)
+        return self._sweep(instance_id, lease_seconds, own=own, take_waiting=False)[0]
+
+    def take_over(
+        self, instance_id: str, lease_seconds: float = 30.0, *, own: bool = True
+    ) -> tuple[int, list[RunRecord]]:
+        """As mark_interrupted, except for the runs that were waiting for a person's
+        confirmation which has not expired: those become `instance_id`'s, still running, and
+        are returned (with `suspended`) for it to go on with once the person answers."""
+        return self._sweep(instance_id, lease_seconds, own=own, take_waiting=True)
+
+    def _sweep(
+        self, instance_id: str | None, lease_seconds: float, *, own: bool, take_waiting: bool
+    ) -> tuple[int, list[RunRecord]]:
+        now = utcnow()
+        expired = now - dt.timedelta(seconds=lease_seconds)
         live = select(LoopInstance.id).where(LoopInstance.renewed_at >= expired)
+        taken: list[RunRecord] = []
         with self._writer() as s, s.begin():
             query = select(RunRecord).where(RunRecord.status == "running")
             if instance_id is not None:
@@ -453,23 +511,12 @@ class RunStore:
                     query = query.where(lapsed)
             stale = s.scalars(query.with_for_update()).all()
             for record in stale:
-                steps = [_interrupted(step) for step in record.steps or []]
-                started = [
-                    f"{step['name']}({json.dumps(step.get('arguments'), ensure_ascii=False)})"
-                    for step in steps
-                    if step.get("error") == StepOutcome.INTERRUPTED
-                ]
-                reason = "interrupted: the loop service running it stopped during the run"
-                if started:
-                    reason += (
-                        f"; {', '.join(started)} had started and its outcome is unknown: check "
-                        "the leave (search_leaves) before doing it again"
-                    )
-                record.steps = steps
-                record.status = "failed"
-                record.reason = reason[:500]
-                record.finished_at = utcnow()
-            return len(stale)
+                if take_waiting and _still_waiting(record.suspended, now):
+                    record.owner = instance_id
+                    taken.append(record)
+                    continue
+                _mark_interrupted(record)
+        return len(stale) - len(taken), taken
 
     def finished_runs(
         self,

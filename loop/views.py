@@ -8,9 +8,10 @@ validation: pydantic gives the schema the OpenAPI document lists and the JSON on
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from .engine import RunStatus, Step
 
@@ -49,9 +50,25 @@ class RunSummary(BaseModel):
         return cls.model_construct(**_summary(record))
 
 
+class WaitingConfirmation(BaseModel):
+    """A question a running run waits on; answered at
+    POST /v1/runs/{id}/confirmations/{confirmation_id}."""
+
+    model_config = ConfigDict(serialize_by_alias=True, validate_by_name=True)
+
+    confirmation_id: str
+    message: str
+    schema_: dict[str, Any] = Field(alias="schema", description="What an answer may hold.")
+
+
 class Run(RunSummary):
     """A run whole; what it has not done yet is null while it runs."""
 
+    confirmations: list[WaitingConfirmation] | None = Field(
+        None,
+        description="While it runs: the confirmations it waits on (also after the loop that "
+        "asked restarted: answering one then lets the run go on).",
+    )
     answer: str | None = None
     result: Any = Field(None, description="The stop tool's arguments, when a stop tool ended it.")
     steps: list[Step] | None = None
@@ -59,8 +76,18 @@ class Run(RunSummary):
     turns: int | None = None
 
     @classmethod
-    def running(cls, run_id: str, session_id: str, user_input: str, created_at: dt.datetime) -> Run:
-        return cls.model_construct(**_running(run_id, session_id, user_input, created_at))
+    def running(
+        cls,
+        run_id: str,
+        session_id: str,
+        user_input: str,
+        created_at: dt.datetime,
+        confirmations: Sequence[dict[str, Any]] = (),
+    ) -> Run:
+        waiting = [WaitingConfirmation.model_validate(c) for c in confirmations]
+        return cls.model_construct(
+            **_running(run_id, session_id, user_input, created_at), confirmations=waiting
+        )
 
     @classmethod
     def of_record(cls, record: RunRecord, steps: list[Step] | None = None) -> Run:

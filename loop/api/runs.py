@@ -133,7 +133,7 @@ async def get_run(run_id: str, user: Authenticated, request: Request) -> Respons
 async def cancel_run(run_id: str, user: Authenticated, request: Request) -> Response:
     manager = manager_of(request)
     run = manager.active.get(run_id)
-    if run is None or run.user_key != user.key or not manager.cancel(run_id, user.key):
+    if run is None or run.user_key != user.key or not manager.cancel(run_id, user.key, user.token):
         raise HTTPException(404, "no such running run")
     return _json(await _outcome(run))
 
@@ -168,7 +168,11 @@ async def answer_confirmation(
         _check_content(pending.schema, content)
     try:
         manager_of(request).answer_confirmation(
-            run_id, user.key, confirmation_id, ElicitResult(action=body.action, content=content)
+            run_id,
+            user.key,
+            confirmation_id,
+            ElicitResult(action=body.action, content=content),
+            token=user.token,
         )
     except UnknownConfirmation:
         raise HTTPException(404, "no such pending confirmation") from None

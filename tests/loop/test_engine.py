@@ -295,8 +295,8 @@ async def test_every_write_is_saved_as_it_starts_and_as_it_ends_reads_with_the_n
     )
     saves: list[list[dict[str, Any]]] = []
 
-    async def checkpoint(snapshot):
-        saves.append(snapshot())
+    async def checkpoint(state):
+        saves.append(state.snapshot())
 
     result = await AgentLoop(model).run("送出", tools, checkpoint=checkpoint)
     assert result.status == "completed"
@@ -324,8 +324,8 @@ async def test_a_call_that_is_not_made_or_only_reads_is_not_saved_on_its_own():
     )
     saves: list[Any] = []
 
-    async def checkpoint(snapshot):
-        saves.append(snapshot())
+    async def checkpoint(state):
+        saves.append(state.snapshot())
 
     result = await AgentLoop(model).run("查", tools, checkpoint=checkpoint)
     assert result.status == "completed" and saves == []

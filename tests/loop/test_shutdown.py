@@ -1,55 +1,135 @@
-"""Stopping the service mid-run: the run records how it ended before the store closes."""
+"""Stopping the service mid-run: a run that was working records how it ended before the store
+closes; a run that was waiting for a person's confirmation outlives the service, and the loop
+that starts next goes on with it once the person answers."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import httpx
 from sqlalchemy import create_engine, text
 
 from common import sse
-from tests.support import free_port, mcp_server, model_simulator, running
+from mcp_server.leaves import LeaveService
+from mcp_server.storage import Database
+from tests.support import free_port, mcp_server, model_simulator, running, wait_until
 
 from .helpers import EMPLOYEE
 
+WEDDING = "取消我表妹婚禮那張假"
 
-def test_a_run_waiting_for_confirmation_is_recorded_cancelled_when_the_service_stops(tmp_path):
-    with mcp_server(tmp_path) as mcp, model_simulator(tmp_path, profile="instant") as sim:
+
+def _settings(port: int, sim: str, mcp: str, store_url: str) -> dict[str, str]:
+    return {
+        "LOOP_PORT": str(port),
+        "LOOP_MODEL_BASE_URL": f"{sim}/v1",
+        "LOOP_MCP_URL": f"{mcp}/mcp",
+        "LOOP_STORE_URL": store_url,
+        "LOOP_CONFIRMATION_TIMEOUT_SECONDS": "120",  # the question stays open meanwhile
+    }
+
+
+def _row(store_url: str, run_id: str) -> tuple[str, str | None, str | None]:
+    engine = create_engine(store_url)
+    with engine.connect() as connection:
+        row = connection.execute(
+            text("SELECT status, reason, suspended FROM runs WHERE id = :id"), {"id": run_id}
+        ).one()
+    engine.dispose()
+    return row[0], row[1], row[2]
+
+
+def test_a_working_run_is_recorded_cancelled_when_the_service_stops(tmp_path):
+    # a model that takes a minute to answer: the run is in its model call when the loop stops
+    with (
+        mcp_server(tmp_path) as mcp,
+        model_simulator(tmp_path, profile="instant", prefill_overhead_ms="60000") as sim,
+    ):
         port = free_port()
         store_url = f"sqlite:///{tmp_path / 'loop.db'}"
-        settings = {
-            "LOOP_PORT": str(port),
-            "LOOP_MODEL_BASE_URL": f"{sim}/v1",
-            "LOOP_MCP_URL": f"{mcp}/mcp",
-            "LOOP_STORE_URL": store_url,
-            "LOOP_CONFIRMATION_TIMEOUT_SECONDS": "120",  # the question stays open until we stop
-        }
         base = f"http://127.0.0.1:{port}"
+        settings = _settings(port, sim, mcp, store_url)
         with running(["loop"], settings, tmp_path / "loop.log", f"{base}/healthz") as loop:
-            run_id = _start_and_wait_for_question(base)
+            run_id = _start_and_wait_for(base, "model.started", "查一下我的假單")
             loop.stop()  # SIGTERM, as compose and Kubernetes stop a container
         log = loop.log()
     assert "did not finish" not in log, log[-2000:]
-    engine = create_engine(store_url)
-    with engine.connect() as connection:
-        status, reason = connection.execute(
-            text("SELECT status, reason FROM runs WHERE id = :id"), {"id": run_id}
-        ).one()
-    engine.dispose()
     # Before, shutdown closed the store under the cancelled run: it stayed "running" until
     # the next start marked it failed as interrupted.
-    assert (status, reason) == ("cancelled", "cancelled")
+    assert _row(store_url, run_id) == ("cancelled", "cancelled", None)
 
 
-def _start_and_wait_for_question(base: str) -> str:
+def test_a_run_waiting_for_confirmation_survives_a_restart_of_the_loop(tmp_path):
+    """Item 13 of issue 31: recreating the loop's container (a new host name, so a new
+    identity) ended the waiting run's stream and answering it gave 404."""
+    store_url = f"sqlite:///{tmp_path / 'loop.db'}"
+    with mcp_server(tmp_path) as mcp, model_simulator(tmp_path, profile="instant") as sim:
+        first = free_port()
+        base = f"http://127.0.0.1:{first}"
+        settings = _settings(first, sim, mcp, store_url)
+        with running(["loop"], settings, tmp_path / "loop-1.log", f"{base}/healthz") as loop:
+            run_id = _start_and_wait_for(base, "confirmation.requested", WEDDING)
+            with httpx.Client(base_url=base, headers=EMPLOYEE) as http:
+                asked = http.get(f"/v1/runs/{run_id}").json()["confirmations"]
+            loop.stop()
+        assert "did not finish" not in loop.log()
+        status, _, suspended = _row(store_url, run_id)
+        assert status == "running" and suspended is not None  # left to be taken over
+
+        second = free_port()
+        base = f"http://127.0.0.1:{second}"
+        settings = _settings(second, sim, mcp, store_url)
+        with (
+            running(["loop"], settings, tmp_path / "loop-2.log", f"{base}/healthz"),
+            httpx.Client(base_url=base, headers=EMPLOYEE, timeout=30) as http,
+        ):
+            waiting = http.get(f"/v1/runs/{run_id}").json()
+            assert waiting["status"] == "running" and waiting["confirmations"] == asked
+            (question,) = asked
+            assert "LV-" in question["message"] and question["schema"]["type"] == "object"
+            # another person cannot answer it, nor see it
+            other = {"Authorization": "Bearer demo-token-other"}
+            path = f"/v1/runs/{run_id}/confirmations/{question['confirmation_id']}"
+            assert http.post(path, json={"action": "accept"}, headers=other).status_code == 404
+            answered = http.post(path, json={"action": "accept"})
+            assert answered.status_code == 200, answered.text
+            assert http.post(path, json={"action": "accept"}).status_code == 409
+            seen: list[dict] = []
+
+            def finished() -> bool:
+                seen.append(http.get(f"/v1/runs/{run_id}").json())
+                return seen[-1]["status"] != "running"
+
+            wait_until(finished, timeout=30, what="the resumed run to finish")
+            final = seen[-1]
+    assert final["status"] == "completed", final
+    assert final["answer"].startswith("已取消假單"), final["answer"]
+    cancels = [s for s in final["steps"] if s["name"] == "cancel_approved_leave"]
+    assert len(cancels) == 1 and cancels[0]["error"] is None, cancels  # one step for the call
+    assert _wedding_status(tmp_path) == "cancelled"
+    assert _row(store_url, run_id)[2] is None  # nothing left to resume
+
+
+def _wedding_status(workdir: Path) -> str:
+    (db,) = workdir.glob("leave-*.db")
+    database = Database(f"sqlite:///{db}")
+    try:
+        (leave,) = LeaveService(database).search("E001", "表妹婚禮", None)
+        return leave.status
+    finally:
+        database.dispose()
+
+
+def _start_and_wait_for(base: str, event_kind: str, user_input: str) -> str:
+    """Start a streamed run and return its id once `event_kind` arrives."""
     run_id = ""
     with (
         httpx.Client(base_url=base, headers=EMPLOYEE, timeout=60) as http,
-        http.stream(
-            "POST", "/v1/runs", json={"input": "取消我表妹婚禮那張假", "stream": True}
-        ) as response,
+        http.stream("POST", "/v1/runs", json={"input": user_input, "stream": True}) as response,
     ):
         for event in sse.events(response.iter_lines()):
             if event.event == "run.started":
                 run_id = event.json()["id"]
-            if event.event == "confirmation.requested":
+            if event.event == event_kind:
                 return run_id
-    raise AssertionError("the run finished without asking for confirmation")
+    raise AssertionError(f"the run finished without {event_kind}")
