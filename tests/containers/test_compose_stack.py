@@ -401,6 +401,49 @@ def test_rotating_the_confirmation_key_recreates_only_the_mcp_server_and_a_pendi
     assert leaves["參加弟弟的畢業典禮"] == "cancelled", leaves
 
 
+def test_recreating_the_loop_while_a_run_waits_leaves_the_confirmation_to_answer(stack):
+    """Issue 31, item 13: the loop's container recreated (`make up-sim` after a loop setting
+    changed) while a run waits on a confirmation; the new loop shows it and goes on."""
+    manager = {"Authorization": "Bearer demo-token-manager"}
+    run_id, question = "", {}
+    with (
+        httpx.Client(base_url=stack.loop_url, headers=manager, timeout=60) as http,
+        http.stream(
+            "POST", "/v1/runs", json={"input": "取消我年度健康檢查那張假", "stream": True}
+        ) as response,
+    ):
+        for event in sse.events(response.iter_lines()):
+            if event.event == "run.started":
+                run_id = event.json()["id"]
+            if event.event == "confirmation.requested":
+                question = event.json()
+                break
+    assert run_id and question, "the run did not ask"
+    before = container_ids(stack)
+    rotate(stack.env, "LOOP_REJECTED_TOKEN_CACHE_SECONDS=29")  # the loop's setting alone
+    said = up_sim(stack)
+    after = container_ids(stack)
+    recreated = {name for name in before if after.get(name) != before[name]}
+    assert recreated == {f"{PROJECT}-loop-1"}, said[-3000:]
+    with httpx.Client(base_url=stack.loop_url, headers=manager, timeout=60) as http:
+        waiting = http.get(f"/v1/runs/{run_id}").json()
+        assert waiting["status"] == "running", waiting
+        assert waiting["confirmations"] == [question], waiting
+        path = f"/v1/runs/{run_id}/confirmations/{question['confirmation_id']}"
+        assert http.post(path, json={"action": "accept"}).status_code == 200
+        seen: list[dict] = []
+
+        def finished() -> bool:
+            seen.append(http.get(f"/v1/runs/{run_id}").json())
+            return seen[-1]["status"] != "running"
+
+        wait_until(finished, timeout=60, what="the taken-over run to finish")
+        assert seen[-1]["status"] == "completed", seen[-1]
+        found = http.post("/v1/runs", json={"input": "查一下年度健康檢查的假單"}).json()
+    leaves = [s for s in found["steps"] if s["type"] == "tool"][0]["result"]["leaves"]
+    assert [leave["status"] for leave in leaves] == ["cancelled"], leaves
+
+
 def rotate(env: Path, setting: str) -> None:
     key = setting.split("=", 1)[0]
     lines = env.read_text().splitlines()
