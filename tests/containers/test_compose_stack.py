@@ -440,7 +440,7 @@ def test_recreating_the_loop_while_a_run_waits_leaves_the_confirmation_to_answer
         wait_until(finished, timeout=60, what="the taken-over run to finish")
         assert seen[-1]["status"] == "completed", seen[-1]
         found = http.post("/v1/runs", json={"input": "查一下年度健康檢查的假單"}).json()
-    leaves = [s for s in found["steps"] if s["type"] == "tool"][0]["result"]["leaves"]
+    leaves = next(s for s in found["steps"] if s["type"] == "tool")["result"]["leaves"]
     assert [leave["status"] for leave in leaves] == ["cancelled"], leaves
 
 
