@@ -11,7 +11,7 @@ import gc
 import logging
 import socket
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any, Literal, TypeVar
 from urllib.parse import urlsplit
@@ -144,9 +144,17 @@ def exit_on_startup_error(main: Callable[..., int]) -> Callable[..., int]:
     return wrapper
 
 
-def serve(app: Any, settings: Any) -> None:
+# At shutdown, requests still open this long after the listener closed are cancelled, so the
+# app's own shutdown runs (and the process ends) before a container's stop timeout kills it: an
+# event stream a client keeps open would otherwise hold it forever.
+GRACEFUL_SHUTDOWN_SECONDS = 5
+
+
+def serve(app: Any, settings: Any, draining: Callable[[], Awaitable[None]] | None = None) -> None:
     """Serve `app` on the settings' host and port. The socket is bound here, so that an address
-    in use or a host that does not resolve is a StartupError naming the setting."""
+    in use or a host that does not resolve is a StartupError naming the setting. `draining`
+    runs as shutdown begins, before the requests in flight are waited for: what ends them
+    (the loop's runs, whose answers and streams those requests wait on)."""
     import uvicorn
 
     host_setting = setting_name(type(settings), "host")
@@ -174,13 +182,30 @@ def serve(app: Any, settings: Any) -> None:
         log_level=settings.log_level,
         # Tokens travel in headers, never in URLs; an access log line per request is noise.
         access_log=False,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
     )
     # uvicorn announces the address only for sockets it binds itself.
     logging.getLogger("uvicorn.error").info(
         "Uvicorn running on http://%s:%d", settings.host, settings.port
     )
     freeze_startup_objects()
-    uvicorn.Server(config).run(sockets=[sock])
+    _server(config, draining).run(sockets=[sock])
+
+
+def _server(config: Any, draining: Callable[[], Awaitable[None]] | None) -> Any:
+    """uvicorn's server; with `draining`, one that closes its listener, then lets the app end
+    what its open requests wait on, then shuts down as uvicorn does."""
+    import uvicorn
+
+    class DrainingServer(uvicorn.Server):
+        async def shutdown(self, sockets: Any = None) -> None:
+            for server in self.servers:  # no new requests while the app drains
+                server.close()
+            if draining is not None:
+                await draining()
+            await super().shutdown(sockets)
+
+    return DrainingServer(config)
 
 
 def freeze_startup_objects() -> None:

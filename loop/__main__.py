@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import sys
+from functools import partial
 from pathlib import Path
 
 from common.entrypoint import exit_on_startup_error, opening
@@ -85,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from common import tracing
 
-    from .app import create_app
+    from .app import create_app, drain
     from .store import RunStore
 
     for chatty in ("httpx", "httpx2"):  # one line per request is noise
@@ -101,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
         log=logging.getLogger("loop.trace") if settings.trace_log else None,
     )
     app = create_app(settings, store)
-    serve(app if traces is None else traces.around(app), settings)
+    wrapped = app if traces is None else traces.around(app)
+    serve(wrapped, settings, draining=partial(drain, app))
     return 0
 
 

@@ -156,6 +156,14 @@ def _loop_config(settings: LoopSettings) -> LoopConfig:
     )
 
 
+async def drain(app: FastAPI) -> None:
+    """Shutdown's first step, before the open requests are waited for: end the runs they wait
+    on (a run's answer, its event stream), so that they end too."""
+    manager = getattr(app.state, "manager", None)
+    if manager is not None:
+        await _stop_runs(manager)
+
+
 async def _stop_runs(manager: RunManager) -> None:
     """Cancel the runs still going and wait until each has recorded how it ended; a run that
     waits for a person's confirmation is left for the next loop to take over and go on with."""

@@ -487,8 +487,7 @@ class AgentLoop:
         async def one(call: dict[str, Any]) -> None:
             async with limit:
                 with tracing.tool_span(call["function"]["name"], call["id"]):
-                    text = await self._run_one(call, catalogue, tools, state, emit)
-            state.answered[call["id"]] = text
+                    await self._run_one(call, catalogue, tools, state, emit)
 
         await asyncio.gather(*(one(c) for c in calls))
         for call in state.turn_calls():
@@ -504,7 +503,8 @@ class AgentLoop:
         tools: Tools,
         state: RunState,
         emit: Emit,
-    ) -> str:
+    ) -> None:
+        """Make one call; its tool message's text goes in state.answered."""
         name = call["function"]["name"]
         may_change = False  # a call that is not made (bad arguments, unknown tool) changes nothing
         step = state.step(StepKind.TOOL, name)
@@ -531,6 +531,7 @@ class AgentLoop:
             )
             may_change = not info.read_only
             if may_change:
+                state.writing.add(call["id"])
                 await state.checkpoint()
             current_call.set(CallInProgress(state, call["id"]))  # this call's task only
             try:
@@ -579,12 +580,13 @@ class AgentLoop:
                     step.end(StepOutcome.TOOL_ERROR)
         state.close(step)
         tracing.tool_finished(step.error if step.failed else None)
+        state.answered[call["id"]] = text  # before the save: a resumed run never repeats it
         if may_change:
+            state.writing.discard(call["id"])
             await state.checkpoint()
         await emit(
             "tool.finished", {"tool_call_id": call["id"], "name": name, "step": step.to_dict()}
         )
-        return text
 
     async def _verify(
         self,
@@ -641,6 +643,7 @@ class RunState:
         self.messages: list[dict[str, Any]] = [{"role": "user", "content": user_input}]
         # this turn's tool calls that have finished: their tool message's text
         self.answered: dict[str, str] = {}
+        self.writing: set[str] = set()  # the calls under way that may change something
         self.steps: list[Step] = []
         self.tools: list[dict[str, Any]] = []
         self.turns = 0

@@ -387,7 +387,10 @@ class RunManager:
         if run.suspending and result.status == RunStatus.CANCELLED:
             # Stopped by shutdown while it waited for a person: its record keeps it running,
             # with what resuming needs, for the loop that starts next (which takes it over).
+            # Its stream ends without run.finished: the client follows it with GET.
             self.active.pop(run.id, None)
+            if run.streamed:
+                await run.events.put(None)
             raise asyncio.CancelledError
         return await self._finish(run, record, result, history, span)
 
@@ -483,6 +486,10 @@ class RunManager:
     def _resumable(self, run: ActiveRun) -> dict[str, Any] | None:
         waiting = [p for p in run.confirmations.values() if not p.answer.done()]
         if not waiting or run.state is None or any(p.tool_call_id is None for p in waiting):
+            return None
+        if not run.state.writing <= {p.tool_call_id for p in waiting}:
+            # another write of the turn is under way: made again on resuming, it could be
+            # applied twice, so the run is not resumable until it is back
             return None
         expires = min(p.asked_at for p in waiting) + self.config.confirmation_timeout
         return {

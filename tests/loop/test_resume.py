@@ -248,3 +248,55 @@ async def test_another_live_loop_takes_over_a_waiting_run_once_its_owner_s_lease
     assert marked == 0 and [r.id for r in taken] == [run.id]
     assert store.get_run(run.id, run.user_key).owner == "loop-b"
     store.dispose()
+
+
+async def test_a_run_is_not_left_to_resume_while_another_write_of_its_turn_is_under_way(
+    tmp_path,
+):
+    """Resuming makes the turn's unfinished calls again: a write under way beside the question
+    could be applied twice, so the run is resumable only once that write is back."""
+    store = RunStore(f"sqlite:///{tmp_path / 'loop.db'}")
+    leaves = Leaves()
+    release = asyncio.Event()
+    applied: list[str] = []
+
+    class TwoCallConnection(Connection):
+        async def tools(self) -> list[ToolInfo]:
+            return [*await super().tools(), ToolInfo("update_leave_status", "update", {})]
+
+        async def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+            if name == "update_leave_status":
+                await release.wait()
+                applied.append(arguments["leave_id"])
+                return ToolResult("submitted", False)
+            return await super().call(name, arguments)
+
+    class TwoCallPool(Pool):
+        async def connection(self, token: str) -> Connection:
+            return TwoCallConnection(self.leaves)
+
+    model = ScriptedModel(
+        calls(
+            call("cancel_approved_leave", {"leave_id": "LV-1"}, "c-cancel"),
+            call("update_leave_status", {"leave_id": "LV-2", "status": "submitted"}, "c-submit"),
+        )
+    )
+    runs = loop_manager(store, leaves, model, "loop-a")
+    runs.pool = TwoCallPool(leaves)  # type: ignore[assignment]
+    run = await runs.start(
+        TOKEN, "取消 LV-1、送出 LV-2", session_id=None, confirm="ask", stream=True
+    )
+    await asked(runs, run)
+    assert not runs.resumable(run)  # the submit is still under way
+    assert store.get_run(run.id, run.user_key).suspended is None
+    release.set()
+    async for kind, data in runs.events(run):  # the submit comes back: now it may be resumed
+        if kind == "tool.finished" and data["name"] == "update_leave_status":
+            break
+    assert runs.resumable(run) and applied == ["LV-2"]
+    saved = store.get_run(run.id, run.user_key).suspended
+    assert saved is not None and set(saved["state"]["answered"]) == {"c-submit"}
+    assert run.task is not None
+    run.task.cancel()
+    await asyncio.gather(run.task, return_exceptions=True)
+    store.dispose()

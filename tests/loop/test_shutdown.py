@@ -4,6 +4,8 @@ that starts next goes on with it once the person answers."""
 
 from __future__ import annotations
 
+import signal
+import threading
 from pathlib import Path
 
 import httpx
@@ -68,11 +70,20 @@ def test_a_run_waiting_for_confirmation_survives_a_restart_of_the_loop(tmp_path)
         base = f"http://127.0.0.1:{first}"
         settings = _settings(first, sim, mcp, store_url)
         with running(["loop"], settings, tmp_path / "loop-1.log", f"{base}/healthz") as loop:
-            run_id = _start_and_wait_for(base, "confirmation.requested", WEDDING)
+            # the person's page keeps the run's event stream open while the loop stops
+            follower = StreamFollower(base, WEDDING)
+            assert follower.asked.wait(30), follower.events
             with httpx.Client(base_url=base, headers=EMPLOYEE) as http:
-                asked = http.get(f"/v1/runs/{run_id}").json()["confirmations"]
+                asked = http.get(f"/v1/runs/{follower.run_id}").json()["confirmations"]
             loop.stop()
+            follower.thread.join(10)
+        # Before, the open stream held the loop in "Waiting for connections to close" until
+        # it was killed (its lease kept, so no loop could take the run over for 30 s).
+        assert loop.process.returncode != -signal.SIGKILL, loop.log()[-2000:]
+        assert "Application shutdown complete" in loop.log()
         assert "did not finish" not in loop.log()
+        assert not follower.thread.is_alive() and follower.events[-1][0] != "run.finished"
+        run_id = follower.run_id
         status, _, suspended = _row(store_url, run_id)
         assert status == "running" and suspended is not None  # left to be taken over
 
@@ -108,6 +119,34 @@ def test_a_run_waiting_for_confirmation_survives_a_restart_of_the_loop(tmp_path)
     assert len(cancels) == 1 and cancels[0]["error"] is None, cancels  # one step for the call
     assert _wedding_status(tmp_path) == "cancelled"
     assert _row(store_url, run_id)[2] is None  # nothing left to resume
+
+
+class StreamFollower:
+    """A client that starts a streamed run and follows its events on a thread until the
+    stream ends."""
+
+    def __init__(self, base: str, user_input: str) -> None:
+        self.events: list[tuple[str, dict]] = []
+        self.run_id = ""
+        self.asked = threading.Event()
+        self.thread = threading.Thread(target=self._follow, args=(base, user_input))
+        self.thread.start()
+
+    def _follow(self, base: str, user_input: str) -> None:
+        body = {"input": user_input, "stream": True}
+        with (
+            httpx.Client(base_url=base, headers=EMPLOYEE, timeout=60) as http,
+            http.stream("POST", "/v1/runs", json=body) as response,
+        ):
+            try:
+                for event in sse.events(response.iter_lines()):
+                    self.events.append((event.event, event.json()))
+                    if event.event == "run.started":
+                        self.run_id = event.json()["id"]
+                    if event.event == "confirmation.requested":
+                        self.asked.set()
+            except httpx.HTTPError as error:  # a stream cut off: recorded as its last event
+                self.events.append(("cut off", {"error": repr(error)}))
 
 
 def _wedding_status(workdir: Path) -> str:
