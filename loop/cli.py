@@ -9,12 +9,17 @@ import argparse
 import json
 import os
 import sys
+import threading
+import time
 from typing import Any
 
 import httpx2
 
 from common import sse
 
+# How long a run whose stream ended early is followed (its loop restarting, then the person
+# answering and the run going on).
+FOLLOW_SECONDS = 600.0
 ANSWERS = {"y": "accept", "yes": "accept", "是": "accept", "c": "cancel", "cancel": "cancel"}
 
 
@@ -57,36 +62,80 @@ def run(url: str, token: str, text: str, session_id: str | None) -> int:
         body["session_id"] = session_id
     run_id = ""
     timeout = httpx2.Timeout(10, read=None)  # a run may wait minutes for the person to answer
-    with (
-        httpx2.Client(base_url=url, headers=headers, timeout=timeout) as http,
-        http.stream("POST", "/v1/runs", json=body) as response,
-    ):
-        if response.status_code != 200:
-            response.read()
-            print(f"error {response.status_code}: {response.text}", file=sys.stderr)
+    with httpx2.Client(base_url=url, headers=headers, timeout=timeout) as http:
+        try:
+            with http.stream("POST", "/v1/runs", json=body) as response:
+                if response.status_code != 200:
+                    response.read()
+                    print(f"error {response.status_code}: {response.text}", file=sys.stderr)
+                    return 1
+                for event in sse.events(response.iter_lines()):
+                    kind, data = event.event, event.json()
+                    if kind == "run.started":
+                        run_id = data["id"]
+                        print(f"▶ {run_id} (session {data['session_id']})")
+                    elif kind == "confirmation.requested":
+                        answer(http, run_id, data)
+                    elif kind == "run.finished":
+                        return finished(data)
+                    else:
+                        line_text = describe(kind, data)
+                        if line_text:
+                            print(line_text)
+        except httpx2.TransportError:
+            if not run_id:
+                raise
+        if not run_id:
             return 1
-        for event in sse.events(response.iter_lines()):
-            kind, data = event.event, event.json()
-            if kind == "run.started":
-                run_id = data["id"]
-                print(f"▶ {run_id} (session {data['session_id']})")
-            elif kind == "confirmation.requested":
-                action = ask(data["message"])
-                http.post(
-                    f"/v1/runs/{run_id}/confirmations/{data['confirmation_id']}",
-                    json={"action": action},
-                ).raise_for_status()
-            elif kind == "run.finished":
-                usage = data["usage"]
-                tokens = f"{usage['prompt_tokens']}+{usage['completion_tokens']} tokens"
-                print(f"\n■ {data['status']} in {data['turns']} turns, {tokens}")
-                print(data["answer"] or data.get("reason", ""))
-                return 0 if data["status"] == "completed" else 2
-            else:
-                line_text = describe(kind, data)
-                if line_text:
-                    print(line_text)
+        # The stream ended before the run did: the loop restarted, and a run waiting for an
+        # answer goes on in the loop that took it over.
+        print(f"… the stream ended before the run did; following {run_id}", file=sys.stderr)
+        return follow(http, run_id)
+
+
+def answer(http: httpx2.Client, run_id: str, question: dict[str, Any]) -> None:
+    """Ask the person; send their answer. 409: answered already; 404: no loop holds the
+    question now (one restarting takes it over within its lease): following the run asks
+    it again when it shows."""
+    action = ask(question["message"])
+    reply = http.post(
+        f"/v1/runs/{run_id}/confirmations/{question['confirmation_id']}", json={"action": action}
+    )
+    if reply.status_code not in (404, 409):
+        reply.raise_for_status()
+
+
+def follow(http: httpx2.Client, run_id: str) -> int:
+    """The run as GET /v1/runs/{id} shows it, every second, its confirmations asked, until it
+    ends (a loop still starting is waited for, up to FOLLOW_SECONDS)."""
+    asked: set[str] = set()
+    deadline = time.monotonic() + FOLLOW_SECONDS
+    pause = threading.Event()
+    while time.monotonic() < deadline:
+        try:
+            response = http.get(f"/v1/runs/{run_id}")
+        except httpx2.TransportError:
+            response = None
+        if response is not None and response.status_code not in (502, 503, 504):
+            response.raise_for_status()
+            data = response.json()
+            if data["status"] != "running":
+                return finished(data)
+            for question in data.get("confirmations") or []:
+                if question["confirmation_id"] not in asked:
+                    asked.add(question["confirmation_id"])
+                    answer(http, run_id, question)
+        pause.wait(1.0)
+    print(f"{run_id} is still running after {FOLLOW_SECONDS:g} s: GET /v1/runs/{run_id}")
     return 1
+
+
+def finished(data: dict[str, Any]) -> int:
+    usage = data["usage"]
+    tokens = f"{usage['prompt_tokens']}+{usage['completion_tokens']} tokens"
+    print(f"\n■ {data['status']} in {data['turns']} turns, {tokens}")
+    print(data["answer"] or data.get("reason", ""))
+    return 0 if data["status"] == "completed" else 2
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,7 +4,10 @@ that starts next goes on with it once the person answers."""
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -14,7 +17,14 @@ from sqlalchemy import create_engine, text
 from common import sse
 from mcp_server.leaves import LeaveService
 from mcp_server.storage import Database
-from tests.support import free_port, mcp_server, model_simulator, running, wait_until
+from tests.support import (
+    REPO_ROOT,
+    free_port,
+    mcp_server,
+    model_simulator,
+    running,
+    wait_until,
+)
 
 from .helpers import EMPLOYEE
 
@@ -172,3 +182,38 @@ def _start_and_wait_for(base: str, event_kind: str, user_input: str) -> str:
             if event.event == event_kind:
                 return run_id
     raise AssertionError(f"the run finished without {event_kind}")
+
+
+def test_the_terminal_client_follows_its_run_across_a_restart_of_the_loop(tmp_path):
+    """`python -m loop.cli` asks its question; the loop restarts while the person thinks; the
+    answer reaches the new loop and the client follows the run to its end."""
+    store_url = f"sqlite:///{tmp_path / 'loop.db'}"
+    with mcp_server(tmp_path) as mcp, model_simulator(tmp_path, profile="instant") as sim:
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        settings = _settings(port, sim, mcp, store_url)
+        with running(["loop"], settings, tmp_path / "loop-1.log", f"{base}/healthz") as loop:
+            client = subprocess.Popen(
+                [sys.executable, "-m", "loop.cli", "--url", base, WEDDING],
+                cwd=REPO_ROOT,
+                env={**os.environ, "PYTHONUNBUFFERED": "1", "LEAVE_TOKEN": "demo-token-employee"},
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+            assert client.stdin is not None and client.stdout is not None
+            lines: list[str] = []
+            for line in client.stdout:  # until the question is on the screen
+                lines.append(line)
+                if line.startswith("❓"):
+                    break
+            loop.stop()
+        # the same address, as a recreated container has: the client knows only that
+        with running(["loop"], settings, tmp_path / "loop-2.log", f"{base}/healthz"):
+            said, _ = client.communicate("y\n", timeout=60)
+    output = "".join(lines) + said
+    assert client.returncode == 0, output
+    assert "the stream ended before the run did" in output
+    assert "■ completed" in output and "已取消假單" in output, output
+    assert _wedding_status(tmp_path) == "cancelled"
