@@ -114,8 +114,10 @@ async def stop_while_waiting(first: RunManager, run: ActiveRun) -> None:
     first.release_lease()
 
 
-async def test_a_waiting_run_is_taken_over_after_a_restart_and_goes_on_when_answered(tmp_path):
-    store = RunStore(f"sqlite:///{tmp_path / 'loop.db'}")
+async def test_a_waiting_run_is_taken_over_after_a_restart_and_goes_on_when_answered(
+    tmp_path, new_database_url
+):
+    store = RunStore(new_database_url(tmp_path, "loop"))
     leaves = Leaves()
     first = loop_manager(store, leaves, cancelling_model(), "loop-a")
     first.mark_interrupted()
@@ -156,8 +158,8 @@ async def test_a_waiting_run_is_taken_over_after_a_restart_and_goes_on_when_answ
     store.dispose()
 
 
-async def test_a_question_that_changed_meanwhile_is_asked_anew(tmp_path):
-    store = RunStore(f"sqlite:///{tmp_path / 'loop.db'}")
+async def test_a_question_that_changed_meanwhile_is_asked_anew(tmp_path, new_database_url):
+    store = RunStore(new_database_url(tmp_path, "loop"))
     leaves = Leaves()
     first = loop_manager(store, leaves, cancelling_model(), "loop-a")
     run = await first.start(TOKEN, "取消 LV-1", session_id=None, confirm="ask", stream=True)
@@ -184,8 +186,10 @@ async def test_a_question_that_changed_meanwhile_is_asked_anew(tmp_path):
     store.dispose()
 
 
-async def test_a_taken_over_question_nobody_answers_ends_the_run_cancelled(tmp_path):
-    store = RunStore(f"sqlite:///{tmp_path / 'loop.db'}")
+async def test_a_taken_over_question_nobody_answers_ends_the_run_cancelled(
+    tmp_path, new_database_url
+):
+    store = RunStore(new_database_url(tmp_path, "loop"))
     leaves = Leaves()
     first = loop_manager(store, leaves, cancelling_model(), "loop-a", timeout=1.0)
     run = await first.start(TOKEN, "取消 LV-1", session_id=None, confirm="ask", stream=True)
@@ -206,8 +210,8 @@ async def test_a_taken_over_question_nobody_answers_ends_the_run_cancelled(tmp_p
     store.dispose()
 
 
-async def test_cancelling_a_taken_over_run_tells_the_server_and_ends_it(tmp_path):
-    store = RunStore(f"sqlite:///{tmp_path / 'loop.db'}")
+async def test_cancelling_a_taken_over_run_tells_the_server_and_ends_it(tmp_path, new_database_url):
+    store = RunStore(new_database_url(tmp_path, "loop"))
     leaves = Leaves()
     first = loop_manager(store, leaves, cancelling_model(), "loop-a")
     run = await first.start(TOKEN, "取消 LV-1", session_id=None, confirm="ask", stream=True)
@@ -224,9 +228,9 @@ async def test_cancelling_a_taken_over_run_tells_the_server_and_ends_it(tmp_path
 
 
 async def test_another_live_loop_takes_over_a_waiting_run_once_its_owner_s_lease_lapses(
-    tmp_path,
+    tmp_path, new_database_url
 ):
-    store = RunStore(f"sqlite:///{tmp_path / 'loop.db'}")
+    store = RunStore(new_database_url(tmp_path, "loop"))
     leaves = Leaves()
     first = loop_manager(store, leaves, cancelling_model(), "loop-a")
     first.mark_interrupted()
@@ -251,11 +255,11 @@ async def test_another_live_loop_takes_over_a_waiting_run_once_its_owner_s_lease
 
 
 async def test_a_run_is_not_left_to_resume_while_another_write_of_its_turn_is_under_way(
-    tmp_path,
+    tmp_path, new_database_url
 ):
     """Resuming makes the turn's unfinished calls again: a write under way beside the question
     could be applied twice, so the run is resumable only once that write is back."""
-    store = RunStore(f"sqlite:///{tmp_path / 'loop.db'}")
+    store = RunStore(new_database_url(tmp_path, "loop"))
     leaves = Leaves()
     release = asyncio.Event()
     applied: list[str] = []

@@ -18,6 +18,7 @@ pytestmark = pytest.mark.reliability
 SUITES = [
     "tests/mcp_server",
     "tests/loop/test_runs.py",
+    "tests/loop/test_resume.py",
     "tests/loop/test_store_concurrency.py",
     "tests/loop/test_service.py",
 ]
