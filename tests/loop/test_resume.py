@@ -103,9 +103,19 @@ async def asked(runs: RunManager, run: ActiveRun) -> None:
     raise AssertionError("the run ended without asking")
 
 
+async def waiting_run(
+    store: RunStore, leaves: Leaves, session_id: str | None = None, question_seconds: float = 120.0
+) -> tuple[RunManager, ActiveRun]:
+    """loop-a, started, with a run that asks to confirm cancelling LV-1 and waits."""
+    first = loop_manager(store, leaves, cancelling_model(), "loop-a", question_seconds)
+    first.mark_interrupted()
+    run = await first.start(TOKEN, "取消 LV-1", session_id=session_id, confirm="ask", stream=True)
+    await asked(first, run)
+    return first, run
+
+
 async def stop_while_waiting(first: RunManager, run: ActiveRun) -> None:
     """What the loop's shutdown does (loop/app.py): a waiting run is left to be resumed."""
-    await asked(first, run)
     run.suspending = first.resumable(run)
     assert run.suspending
     assert run.task is not None
@@ -119,9 +129,7 @@ async def test_a_waiting_run_is_taken_over_after_a_restart_and_goes_on_when_answ
 ):
     store = RunStore(new_database_url(tmp_path, "loop"))
     leaves = Leaves()
-    first = loop_manager(store, leaves, cancelling_model(), "loop-a")
-    first.mark_interrupted()
-    run = await first.start(TOKEN, "取消 LV-1", session_id="s1", confirm="ask", stream=True)
+    first, run = await waiting_run(store, leaves, session_id="s1")
     await stop_while_waiting(first, run)
     assert store.get_run(run.id, run.user_key).status == "running"
 
@@ -161,8 +169,7 @@ async def test_a_waiting_run_is_taken_over_after_a_restart_and_goes_on_when_answ
 async def test_a_question_that_changed_meanwhile_is_asked_anew(tmp_path, new_database_url):
     store = RunStore(new_database_url(tmp_path, "loop"))
     leaves = Leaves()
-    first = loop_manager(store, leaves, cancelling_model(), "loop-a")
-    run = await first.start(TOKEN, "取消 LV-1", session_id=None, confirm="ask", stream=True)
+    first, run = await waiting_run(store, leaves)
     await stop_while_waiting(first, run)
     leaves.status["LV-1"] = "approved (modified)"  # the leave changed while nobody looked
 
@@ -191,8 +198,7 @@ async def test_a_taken_over_question_nobody_answers_ends_the_run_cancelled(
 ):
     store = RunStore(new_database_url(tmp_path, "loop"))
     leaves = Leaves()
-    first = loop_manager(store, leaves, cancelling_model(), "loop-a", timeout=1.0)
-    run = await first.start(TOKEN, "取消 LV-1", session_id=None, confirm="ask", stream=True)
+    first, run = await waiting_run(store, leaves, question_seconds=1.0)
     await stop_while_waiting(first, run)
 
     model = ScriptedModel()
@@ -213,8 +219,7 @@ async def test_a_taken_over_question_nobody_answers_ends_the_run_cancelled(
 async def test_cancelling_a_taken_over_run_tells_the_server_and_ends_it(tmp_path, new_database_url):
     store = RunStore(new_database_url(tmp_path, "loop"))
     leaves = Leaves()
-    first = loop_manager(store, leaves, cancelling_model(), "loop-a")
-    run = await first.start(TOKEN, "取消 LV-1", session_id=None, confirm="ask", stream=True)
+    first, run = await waiting_run(store, leaves)
     await stop_while_waiting(first, run)
 
     second = loop_manager(store, leaves, ScriptedModel(), "loop-b")
@@ -232,10 +237,7 @@ async def test_another_live_loop_takes_over_a_waiting_run_once_its_owner_s_lease
 ):
     store = RunStore(new_database_url(tmp_path, "loop"))
     leaves = Leaves()
-    first = loop_manager(store, leaves, cancelling_model(), "loop-a")
-    first.mark_interrupted()
-    run = await first.start(TOKEN, "取消 LV-1", session_id=None, confirm="ask", stream=True)
-    await asked(first, run)
+    _, run = await waiting_run(store, leaves)
     # loop-a dies: nothing more is recorded, its lease is renewed no more
     assert run.task is not None
     run.suspending = True
