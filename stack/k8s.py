@@ -34,8 +34,10 @@ WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet")
 # A vLLM replica's cold start (weights from the shared cache, torch.compile, CUDA graphs) for a
 # 7-8B model; a scale-down cooldown shorter than this drops replicas that never served.
 VLLM_COLD_START_SECONDS = 300
-# How long the loop gives its cancelled runs to record how they ended (loop/app.py).
+# How long the loop gives its cancelled runs to record how they ended (loop/app.py), and then
+# the requests still open (common/entrypoint.py's GRACEFUL_SHUTDOWN_SECONDS).
 LOOP_SHUTDOWN_GRACE_SECONDS = 10
+LOOP_OPEN_REQUESTS_SECONDS = 5
 # The settings whose SQLite URL would make replicas disagree (each would have a file of its own).
 DATABASE_SETTINGS = ("MCP_DATABASE_URL", "LOOP_STORE_URL")
 REQUIRED_SETTINGS = (*DATABASE_SETTINGS, "MCP_ELICITATION_STATE_KEY", "LOOP_MODEL_API_KEY")
@@ -246,7 +248,7 @@ def _is_vllm(container: Obj) -> bool:
 def check_drain(objects: list[Obj]) -> list[str]:
     """terminationGracePeriodSeconds > preStop + vLLM's --shutdown-timeout, for every pod (a
     vLLM container has both: without them a deleted pod drops the requests it holds), and for
-    the loop > preStop + its confirmation timeout + the time its runs get to record themselves."""
+    the loop > preStop + the time its runs get to record themselves + its open requests'."""
     problems = []
     for obj in objects:
         if obj.get("kind") not in WORKLOADS:
@@ -273,17 +275,17 @@ def check_drain(objects: list[Obj]) -> list[str]:
                     f"not longer than preStop {pre_stop} s + --shutdown-timeout "
                     f"{int(shutdown or 0)} s of {path}"
                 )
-            # The loop's server waits for open streams on SIGTERM, and a run waiting on a
-            # person's confirmation holds its stream until the confirmation times out.
-            waiting = _setting(objects, container, "LOOP_CONFIRMATION_TIMEOUT_SECONDS", None)
-            if waiting is not None:
-                needed = pre_stop + int(waiting) + LOOP_SHUTDOWN_GRACE_SECONDS
+            # On SIGTERM the loop ends its runs (a run waiting on a person is left for another
+            # loop to take over), gives them time to record themselves, then cuts the
+            # requests still open after a few seconds.
+            if _setting(objects, container, "LOOP_CONFIRMATION_TIMEOUT_SECONDS", None):
+                needed = pre_stop + LOOP_SHUTDOWN_GRACE_SECONDS + LOOP_OPEN_REQUESTS_SECONDS
                 if grace <= needed:
                     problems.append(
                         f"{ref(obj)}: spec.template.spec.terminationGracePeriodSeconds: {grace} s "
-                        f"is not longer than preStop {pre_stop} s + "
-                        f"LOOP_CONFIRMATION_TIMEOUT_SECONDS {waiting} s + the loop's "
-                        f"{LOOP_SHUTDOWN_GRACE_SECONDS} s for its runs to record themselves"
+                        f"is not longer than preStop {pre_stop} s + the loop's "
+                        f"{LOOP_SHUTDOWN_GRACE_SECONDS} s for its runs to record themselves + "
+                        f"{LOOP_OPEN_REQUESTS_SECONDS} s for its open requests"
                     )
     return problems
 

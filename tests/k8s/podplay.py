@@ -10,8 +10,8 @@ commands and arguments. What it does not play, and what stands in here:
 - the downward API's metadata.namespace (podman 4.3 refuses it): the rendered namespace;
 - containerPort: podman 4.3 publishes each on the host (two replicas would clash there);
   the pods are reached at their own addresses on the network instead, so the ports go;
-- settings the tier lowers to keep its time short (`settings`: the loop's confirmation
-  timeout, which a drain waits for); the inequality with the real value is a render check;
+- settings the tier may lower to keep its time short (`settings`, ConfigMap values; none
+  at present);
 - the bundle's image: built from this tree under a tag of the tier's own, so that another
   tier rebuilding the shared image store's copy cannot swap it mid-run;
 - a Job: played as a Pod with restartPolicy Never, waited for until its containers exit 0;

@@ -333,15 +333,16 @@ def test_an_empty_model_api_key(rendered):
     ]
 
 
-def test_a_loop_grace_period_shorter_than_a_pending_confirmation(rendered):
-    """The loop's server waits for a run's open stream, which a pending confirmation holds for
-    LOOP_CONFIRMATION_TIMEOUT_SECONDS: 60 s of grace (the first manifest's) is too short."""
+def test_a_loop_grace_period_shorter_than_its_shutdown(rendered):
+    """On SIGTERM the loop's runs get 10 s to record themselves and its open requests 5 s more:
+    Kubernetes' default 30 s of grace is enough, 20 s is not (with the 5 s preStop)."""
     objects = rendered("sim")
-    find(objects, "Deployment", "loop")["spec"]["template"]["spec"][
-        "terminationGracePeriodSeconds"
-    ] = 60
+    spec = find(objects, "Deployment", "loop")["spec"]["template"]["spec"]
+    spec["terminationGracePeriodSeconds"] = 30
+    assert problems(objects, "sim") == []
+    spec["terminationGracePeriodSeconds"] = 20
     assert problems(objects, "sim") == [
-        "Deployment/loop: spec.template.spec.terminationGracePeriodSeconds: 60 s is not longer than preStop 5 s + LOOP_CONFIRMATION_TIMEOUT_SECONDS 120 s + the loop's 10 s for its runs to record themselves"
+        "Deployment/loop: spec.template.spec.terminationGracePeriodSeconds: 20 s is not longer than preStop 5 s + the loop's 10 s for its runs to record themselves + 5 s for its open requests"
     ]
 
 
