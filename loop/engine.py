@@ -277,7 +277,7 @@ class AgentLoop:
         checkpoint: Checkpoint = _no_checkpoint,
     ) -> RunResult:
         state = RunState(user_input, checkpoint)
-        return await self._drive(state, tools, history, emit, resumed=None)
+        return await self._drive(state, tools, history, emit, resuming=False)
 
     async def resume(
         self,
@@ -291,7 +291,7 @@ class AgentLoop:
         tool calls of its last turn that had not finished are made again (the one that asked
         asks again and its caller answers with what the person said), then the turns go on."""
         state = RunState.restore(saved, checkpoint)
-        return await self._drive(state, tools, history, emit, resumed=saved)
+        return await self._drive(state, tools, history, emit, resuming=True)
 
     async def _drive(
         self,
@@ -299,29 +299,28 @@ class AgentLoop:
         tools: Tools,
         history: Sequence[dict[str, Any]],
         emit: Emit,
-        resumed: dict[str, Any] | None,
+        resuming: bool,
     ) -> RunResult:
         config = self.config
         try:
             try:
                 catalogue = {t.name: t for t in await tools.list()}
             except ToolsUnavailable as error:
-                if resumed is not None:
-                    state.answer_pending_calls(f"{TOOL_ERROR_PREFIX} 差勤系統暫時無法連線")
+                # a resumed run's open calls are answered (a new run has none yet)
+                state.answer_pending_calls(f"{TOOL_ERROR_PREFIX} 差勤系統暫時無法連線")
                 return state.result(
                     RunStatus.FAILED, UNAVAILABLE_ANSWER, reason=_unavailable(error)
                 )
             except SignInRefused as error:
-                if resumed is not None:
-                    state.answer_pending_calls(f"{TOOL_ERROR_PREFIX} 使用者的登入已失效")
+                state.answer_pending_calls(f"{TOOL_ERROR_PREFIX} 使用者的登入已失效")
                 return _refused_sign_in(state, error)
-            if resumed is None:
+            if not resuming:  # a resumed run keeps the tools it was offered
                 state.tools = [t.openai_tool() for t in catalogue.values()]
             system = {"role": "system", "content": config.system_prompt}
             window = await self._context_window()
             # the same definitions every turn: their JSON counted once, not twice a turn
             tools_cost = tools_tokens(state.tools) if window is not None else 0
-            if resumed is not None:
+            if resuming:
                 await self._run_tool_calls(state.open_calls(), catalogue, tools, state, emit)
                 ended = self._after_tool_calls(catalogue, state)
                 if ended is not None:

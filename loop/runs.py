@@ -481,16 +481,18 @@ class RunManager:
 
     def resumable(self, run: ActiveRun) -> bool:
         """Whether the run waits for a person in a way a restarted loop can go on with."""
-        return self._resumable(run) is not None
+        waiting = _waiting(run)
+        if not waiting or run.state is None or any(p.tool_call_id is None for p in waiting):
+            return False
+        # Another write of the turn under way would be made again on resuming and could be
+        # applied twice: not resumable until it is back.
+        return run.state.writing <= {p.tool_call_id for p in waiting}
 
     def _resumable(self, run: ActiveRun) -> dict[str, Any] | None:
-        waiting = [p for p in run.confirmations.values() if not p.answer.done()]
-        if not waiting or run.state is None or any(p.tool_call_id is None for p in waiting):
+        """What resuming the run needs, while it is resumable."""
+        if run.state is None or not self.resumable(run):
             return None
-        if not run.state.writing <= {p.tool_call_id for p in waiting}:
-            # another write of the turn is under way: made again on resuming, it could be
-            # applied twice, so the run is not resumable until it is back
-            return None
+        waiting = _waiting(run)
         expires = min(p.asked_at for p in waiting) + self.config.confirmation_timeout
         return {
             "state": run.state.resumable(),
@@ -547,7 +549,7 @@ class RunManager:
             return False
         if run.token is None:
             run.token = token
-        open_questions = [p for p in run.confirmations.values() if not p.answer.done()]
+        open_questions = _waiting(run)
         if not open_questions:
             run.task.cancel()  # the loop answers pending tool calls and records "cancelled"
             return True
@@ -563,7 +565,7 @@ class RunManager:
         """The user's run: as it stands while this loop runs it, else as stored."""
         run = self.active.get(run_id)
         if run is not None and run.user_key == user_key:
-            waiting = [p.view() for p in run.confirmations.values() if not p.answer.done()]
+            waiting = [p.view() for p in _waiting(run)]
             return Run.running(run.id, run.session_id, run.input, run.created_at, waiting)
         stored = await anyio.to_thread.run_sync(self.store.get_run, run_id, user_key)
         return None if stored is None else Run.of_record(stored)
@@ -684,6 +686,11 @@ class RunManager:
             self.store.release_lease(self.instance_id)
         except Exception as error:
             logger.warning("lease release failed: %s", type(error).__name__)
+
+
+def _waiting(run: ActiveRun) -> list[PendingConfirmation]:
+    """The run's confirmations not answered yet."""
+    return [p for p in run.confirmations.values() if not p.answer.done()]
 
 
 def _new_session_id() -> str:
