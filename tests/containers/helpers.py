@@ -5,12 +5,28 @@ from __future__ import annotations
 
 import subprocess
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
 from tests.support import REPO_ROOT
 
 PROJECT = "leave-copilot"
+
+EXAMPLE_ENV = REPO_ROOT / "deploy" / ".env.example"
+# the tier's own compose override, through the Makefile's COMPOSE_FILES like a site's
+SITE_OVERRIDE = "tests/containers/compose.podman.yaml"
+LOAD_FILE = EXAMPLE_ENV.parent / "compose.load.yaml"
+
+
+def env_file(folder: Path, **overrides: str) -> Path:
+    lines = []
+    for line in EXAMPLE_ENV.read_text().splitlines():
+        key = line.split("=", 1)[0]
+        lines.append(f"{key}={overrides[key]}" if key in overrides else line)
+    path = folder / "compose.env"
+    path.write_text("\n".join(lines) + "\n")
+    return path
 
 
 @dataclass

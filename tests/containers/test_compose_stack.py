@@ -27,27 +27,12 @@ from stack.layout import LAYOUT_FILE
 from stack.stackcheck import Stack, problems
 from tests.support import free_port, wait_until
 
-from .helpers import PROJECT, Engine, make
+from .helpers import LOAD_FILE, PROJECT, SITE_OVERRIDE, Engine, env_file, make
 
 PROJECT_LABEL = f"com.docker.compose.project={PROJECT}"
 
 # the module's first test also pays for `make up-sim`
 pytestmark = [pytest.mark.containers, pytest.mark.timeout(900)]
-
-EXAMPLE_ENV = Path(__file__).resolve().parents[2] / "deploy" / ".env.example"
-# the tier's own compose override, through the Makefile's COMPOSE_FILES like a site's
-SITE_OVERRIDE = "tests/containers/compose.podman.yaml"
-LOAD_FILE = EXAMPLE_ENV.parent / "compose.load.yaml"
-
-
-def env_file(folder: Path, **overrides: str) -> Path:
-    lines = []
-    for line in EXAMPLE_ENV.read_text().splitlines():
-        key = line.split("=", 1)[0]
-        lines.append(f"{key}={overrides[key]}" if key in overrides else line)
-    path = folder / "compose.env"
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 class UpStack:

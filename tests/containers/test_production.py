@@ -33,8 +33,7 @@ from stack.layout import LAYOUT_FILE
 from stack.stackcheck import Stack, problems
 from tests.support import free_port, wait_until
 
-from .helpers import Engine, make
-from .test_compose_stack import LOAD_FILE, SITE_OVERRIDE, env_file
+from .helpers import LOAD_FILE, SITE_OVERRIDE, Engine, env_file, make
 
 pytestmark = [pytest.mark.containers, pytest.mark.timeout(900)]
 

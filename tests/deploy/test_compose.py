@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from stack import compose, layout
+from tests.deploy.vllm_flags import recorded_flags
 
 REPO = compose.REPO_ROOT
-SERVE_HELP = REPO / "tests" / "fixtures" / "vllm-0.32" / "serve-help.txt"
 VLLM_VERSION = "0.32.0"
 LORA_ARGS = "--enable-lora --lora-modules leave-copilot=/models/adapter --max-lora-rank 16"
 
@@ -200,14 +200,6 @@ def test_every_env_example_entry_is_commented():
 
 
 # -- the vLLM command line against vLLM 0.32's own flags ---------------------------------------
-
-
-def recorded_flags() -> tuple[set[str], set[str]]:
-    """(every flag, every --tool-call-parser choice) from vLLM 0.32's `--help=all`."""
-    text = SERVE_HELP.read_text()
-    flags = set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", text))
-    parsers = re.search(r"--tool-call-parser \{([^}]*)\}", text).group(1).split(",")
-    return flags, set(parsers)
 
 
 @pytest.mark.parametrize("extra", ["", LORA_ARGS])

@@ -10,7 +10,7 @@ import yaml
 
 from stack import compose
 from stack.preflight import published_ports
-from tests.deploy.test_compose import recorded_flags
+from tests.deploy.vllm_flags import recorded_flags
 
 POSTGRES_ENV = {
     "COMPOSE_PROFILES": "postgres",

@@ -7,7 +7,7 @@ import re
 
 from tests.support import REPO_ROOT
 
-from .test_runtime_dependencies import DOCKERFILE, copied_sources
+from .image_install import DOCKERFILE, copied_sources
 
 SECRET_NAME = re.compile(r"(KEY|TOKEN|PASSWORD|SECRET)", re.IGNORECASE)
 

@@ -11,7 +11,7 @@ import pytest
 
 from tests.support import REPO_ROOT
 
-from .test_runtime_dependencies import (
+from .image_install import (
     copied_sources,
     final_sync_flags,
     install_like,

@@ -8,19 +8,13 @@ point from outside the source tree.
 
 from __future__ import annotations
 
-import os
 import re
-import shlex
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.support import REPO_ROOT
+from .image_install import DOCKERFILE, copied_sources, final_sync_flags, install_like, run_isolated
 
-DOCKERFILE = REPO_ROOT / "docker" / "Dockerfile"
-UV = REPO_ROOT / ".tools" / "bin" / "uv"
 ENTRY_POINTS = [
     ["loop", "--help"],
     ["loop", "export", "--help"],
@@ -33,59 +27,6 @@ ENTRY_POINTS = [
 ]
 
 
-def builder_stage(dockerfile: Path = DOCKERFILE) -> str:
-    text = dockerfile.read_text()
-    return text[text.index(" AS builder") : text.index(" AS runtime")]
-
-
-def runtime_stage(dockerfile: Path = DOCKERFILE) -> str:
-    text = dockerfile.read_text()
-    return text[text.index(" AS runtime") :]
-
-
-def copied_sources(dockerfile: Path = DOCKERFILE, stage: str = "builder") -> list[str]:
-    """What a stage COPYs from the build context (not from other images or stages)."""
-    text = builder_stage(dockerfile) if stage == "builder" else runtime_stage(dockerfile)
-    sources: list[str] = []
-    for line in re.sub(r"\\\n\s*", " ", text).splitlines():
-        words = [w for w in line.split() if not w.startswith("--chown")]
-        if words[:1] == ["COPY"] and not any(w.startswith("--from") for w in words):
-            sources += words[1:-1]
-    return sources
-
-
-def final_sync_flags(dockerfile: Path = DOCKERFILE) -> list[str]:
-    syncs = re.findall(r"uv sync ([^\n]+)", builder_stage(dockerfile))
-    return shlex.split(syncs[-1])
-
-
-def install_like(dockerfile: Path, context: Path) -> Path:
-    """The builder stage's environment, made as it makes it; returns its python."""
-    if not UV.exists():
-        pytest.fail("no .tools/bin/uv: run the tests through `make test`")
-    context.mkdir(parents=True, exist_ok=True)
-    for source in copied_sources(dockerfile):
-        origin = REPO_ROOT / source
-        if origin.is_dir():
-            shutil.copytree(origin, context / source, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(origin, context / source)
-    venv = context / ".venv"
-    env = {**os.environ, "UV_PROJECT_ENVIRONMENT": str(venv), "UV_PYTHON_DOWNLOADS": "0"}
-    env.pop("VIRTUAL_ENV", None)
-    flags = final_sync_flags(dockerfile)
-    done = subprocess.run(
-        [str(UV), "sync", *flags, "--python", shutil.which("python3") or "python3"],
-        cwd=context,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr
-    return venv / "bin" / "python"
-
-
 def test_reads_the_dockerfile_it_mirrors():
     assert {"pyproject.toml", "uv.lock", "loop", "mcp_server"} <= set(copied_sources())
     assert {"--frozen", "--no-dev"} <= set(final_sync_flags())
@@ -94,23 +35,6 @@ def test_reads_the_dockerfile_it_mirrors():
 @pytest.fixture(scope="module")
 def image_python(tmp_path_factory) -> Path:
     return install_like(DOCKERFILE, tmp_path_factory.mktemp("image-context"))
-
-
-def run_isolated(
-    python: Path, *args: str, cwd: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    # From an empty folder, so only the installed packages can be imported, never the repo's.
-    empty = python.parent.parent.parent / "empty"
-    empty.mkdir(exist_ok=True)
-    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp")}
-    return subprocess.run(
-        [str(python), *args],
-        cwd=cwd or empty,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def test_the_install_holds_no_dev_dependency(image_python):

@@ -15,7 +15,7 @@ import pytest
 from stack import compose, k8s, k8s_generated
 from tests.support import REPO_ROOT
 
-from .conftest import container, find
+from .objects import container, find
 
 # Values each side takes from its own secret store (compose: deploy/.env; Kubernetes: Secrets).
 SECRET_SOURCED = {

@@ -9,7 +9,7 @@ import textwrap
 
 from stack import k8s
 
-from .conftest import container, env, find
+from .objects import container, env, find
 
 
 def problems(objects, overlay):

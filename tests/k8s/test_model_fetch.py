@@ -14,7 +14,7 @@ import pytest
 
 from stack import k8s
 
-from .conftest import find
+from .objects import find
 
 HUB_STAND_IN = """
 import os, pathlib

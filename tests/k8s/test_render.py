@@ -10,7 +10,7 @@ import pytest
 from stack import k8s
 from tests.support import REPO_ROOT
 
-from .conftest import container, find
+from .objects import container, find
 
 
 @pytest.mark.parametrize("overlay", k8s.OVERLAYS)

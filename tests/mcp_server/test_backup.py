@@ -23,7 +23,7 @@ from loop.store import RunRecord, RunStore
 from tests.support import REPO_ROOT, mcp_server, run_to_exit
 
 from .helpers import find
-from .test_http import session
+from .http_session import session
 
 
 async def test_a_leave_database_backed_up_while_the_server_writes_restores_whole(

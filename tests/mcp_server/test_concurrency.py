@@ -17,7 +17,7 @@ from mcp_server.seed import seed
 from mcp_server.storage import Database
 
 from .invariants import assert_books_balance
-from .test_rules import balance_of, status_of
+from .ledger import balance_of, status_of
 
 ATTEMPTS = 50
 

@@ -6,33 +6,18 @@ import os
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 import httpx
-import httpx2
 import pytest
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 
 from tests.support import REPO_ROOT, ServiceProcess, free_port, run_to_exit, running
 
 from .helpers import Elicitations, error_code, find
+from .http_session import INIT, MCP_HEADERS, session
 from .invariants import assert_books_balance
-
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "probe", "version": "0"},
-    },
-}
-MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
 
 
 @pytest.fixture(scope="module")
@@ -49,22 +34,6 @@ def mcp_url(tmp_path_factory, mcp_db_url) -> Iterator[str]:
     base = f"http://127.0.0.1:{port}"
     with running(["mcp_server"], env, tmp / "mcp.log", f"{base}/readyz"):
         yield f"{base}/mcp"
-
-
-@asynccontextmanager
-async def session(
-    url: str, token: str, mode: str, elicitations: Elicitations | None = None
-) -> AsyncIterator[Client]:
-    async with (
-        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http,
-        Client(
-            streamable_http_client(url, http_client=http),
-            mode=mode,
-            elicitation_callback=elicitations or Elicitations(),
-            read_timeout_seconds=30,
-        ) as client,
-    ):
-        yield client
 
 
 @pytest.mark.parametrize(("mode", "protocol"), [("auto", "2026-07-28"), ("legacy", "2025-11-25")])

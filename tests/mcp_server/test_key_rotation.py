@@ -13,7 +13,7 @@ from mcp.types import ElicitResult
 from tests.support import ServiceProcess, free_port, seed_database
 
 from .helpers import find
-from .test_http import session
+from .http_session import session
 
 OLD = "old-confirmation-key-" + "0" * 24
 NEW = "new-confirmation-key-" + "1" * 24

@@ -13,10 +13,11 @@ from sqlalchemy import select
 
 from common.contract import ToolName
 from mcp_server.leaves import LeaveService, _search_statement
-from mcp_server.storage import AuditEntry, Balance
+from mcp_server.storage import AuditEntry
 from mcp_server.tools import build_server
 
 from .helpers import Elicitations, connect_to, error_code, find
+from .ledger import balance_of, status_of
 
 TOOL_NAMES = {
     "search_leaves",
@@ -25,15 +26,6 @@ TOOL_NAMES = {
     "update_leave_status",
     "cancel_approved_leave",
 }
-
-
-def balance_of(service: LeaveService, employee_id: str, leave_type: str) -> float:
-    with service.db.read() as s:
-        return s.get(Balance, (employee_id, leave_type)).remaining_days
-
-
-def status_of(service: LeaveService, leave_id: str) -> str:
-    return service.visible_leave("M001", leave_id).status
 
 
 async def test_tools_are_the_trained_names_with_model_readable_schemas(connect):

@@ -36,7 +36,7 @@ from tests.support import (
     wait_until,
 )
 
-from .test_http import INIT, MCP_HEADERS
+from .http_session import INIT, MCP_HEADERS
 
 ISSUER = "https://login.example.com/"
 AUDIENCE = "http://mcp-server:8090/mcp"

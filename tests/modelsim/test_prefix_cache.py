@@ -14,8 +14,8 @@ from modelsim.prefix_cache import PrefixCache
 from modelsim.prompt import answer_tokens, prompt_tokens
 from tests.support import model_simulator
 
+from .exposition import sample_value
 from .helpers import LEAVE_TOOLS, SEED_REQUEST, SYSTEM
-from .test_vllm_fidelity import sample_value
 
 
 def seq(name: str, n: int) -> list[str]:

@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from common import sse
 from modelsim.metrics import prompt_sources
 
+from .exposition import FAMILIES, sample_value, shape
 from .helpers import LEAVE_TOOLS, SEED_REQUEST, SYSTEM
 
 CAPTURED = Path(__file__).resolve().parent.parent / "fixtures" / "vllm-0.32"
@@ -25,30 +26,6 @@ BODY = {
     "messages": [{"role": "user", "content": SEED_REQUEST}],
     "tools": LEAVE_TOOLS,
 }
-# The families a dashboard needs; the simulator must export each exactly as vLLM does.
-FAMILIES = [
-    "vllm:time_to_first_token_seconds",
-    "vllm:inter_token_latency_seconds",
-    "vllm:request_time_per_output_token_seconds",
-    "vllm:e2e_request_latency_seconds",
-    "vllm:request_queue_time_seconds",
-    "vllm:request_inference_time_seconds",
-    "vllm:request_prefill_time_seconds",
-    "vllm:request_decode_time_seconds",
-    "vllm:request_prompt_tokens",
-    "vllm:request_generation_tokens",
-    "vllm:request_params_max_tokens",
-    "vllm:prompt_tokens",
-    "vllm:generation_tokens",
-    "vllm:num_requests_running",
-    "vllm:num_requests_waiting",
-    "vllm:kv_cache_usage_perc",
-    "vllm:request_success",
-    "vllm:prefix_cache_queries",
-    "vllm:prefix_cache_hits",
-    "vllm:num_preemptions",
-    "vllm:tool_call_parser_invocations",
-]
 DEPRECATED = [
     "vllm:gpu_cache_usage_perc",
     "vllm:time_per_output_token_seconds",
@@ -60,17 +37,6 @@ DEPRECATED = [
 
 def families(text: str) -> dict[str, object]:
     return {f.name: f for f in text_string_to_metric_families(text)}
-
-
-def shape(family) -> dict[str, object]:
-    """Type, label names, and (for histograms) bucket bounds of one family."""
-    labels = set()
-    buckets = set()
-    for sample in family.samples:
-        labels |= set(sample.labels) - {"le"}
-        if sample.name.endswith("_bucket"):
-            buckets.add(sample.labels["le"])
-    return {"type": family.type, "labels": labels, "buckets": buckets}
 
 
 def keys(value: object) -> object:
@@ -157,16 +123,6 @@ def test_enumerable_label_values_are_vllms(exercised_metrics):
     ours = vllm_families(exercised_metrics)
     for name in set(real) - {"vllm:cache_config_info"}:  # its values are the server's settings
         assert label_sets(ours[name]) == label_sets(real[name]), name
-
-
-def sample_value(text: str, name: str, **labels: str) -> float:
-    """One sample's value (summed over series matching `labels`) from an exposition page."""
-    return sum(
-        sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items())
-    )
 
 
 def test_cache_config_info_reports_the_simulators_kv_capacity(exercised_metrics):

@@ -7,6 +7,7 @@ import json
 import re
 import shutil
 
+import httpx
 import pytest
 import yaml
 
@@ -59,3 +60,27 @@ METRIC_NAME = re.compile(r"\b((?:vllm:|DCGM_FI_|leave_)[A-Za-z0-9_:]*)")
 
 def metric_names(expression: str) -> set[str]:
     return set(METRIC_NAME.findall(expression))
+
+
+# Grafana's variables, as it would substitute them on this stack
+VARIABLES = {
+    "$__rate_interval": "15s",
+    "$__range": "5m",
+    "$model": "leave-copilot",
+    "$gpu": "0",
+    "$replica": "vllm-0",
+}
+
+
+class Live:
+    def __init__(self, url: str, services: dict[str, str]) -> None:
+        self.url, self.services = url, services
+
+    def query(self, expression: str, at: float | None = None) -> list[dict]:
+        for name, value in VARIABLES.items():
+            expression = expression.replace(name, value)
+        params = {"query": expression, **({"time": str(at)} if at is not None else {})}
+        answer = httpx.get(f"{self.url}/api/v1/query", params=params, timeout=10)
+        body = answer.json()
+        assert body.get("status") == "success", (expression, body)
+        return body["data"]["result"]

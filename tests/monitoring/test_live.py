@@ -24,31 +24,9 @@ from stack.demo import run_scenarios
 from stack.processes import vllm_router
 from tests.support import free_port, loop_service, mcp_server, model_simulator, running, wait_until
 
-from .helpers import metric_names, panel_queries, rules, tool, variable_queries
+from .helpers import Live, metric_names, panel_queries, rules, tool, variable_queries
 
-# Grafana's variables, as it would substitute them on this stack
-VARIABLES = {
-    "$__rate_interval": "15s",
-    "$__range": "5m",
-    "$model": "leave-copilot",
-    "$gpu": "0",
-    "$replica": "vllm-0",
-}
 EMPLOYEE = {"Authorization": "Bearer demo-token-employee"}
-
-
-class Live:
-    def __init__(self, url: str, services: dict[str, str]) -> None:
-        self.url, self.services = url, services
-
-    def query(self, expression: str, at: float | None = None) -> list[dict]:
-        for name, value in VARIABLES.items():
-            expression = expression.replace(name, value)
-        params = {"query": expression, **({"time": str(at)} if at is not None else {})}
-        answer = httpx.get(f"{self.url}/api/v1/query", params=params, timeout=10)
-        body = answer.json()
-        assert body.get("status") == "success", (expression, body)
-        return body["data"]["result"]
 
 
 def traffic(loop: str) -> None:

@@ -31,7 +31,7 @@ from mcp_server.storage import Database
 from stack import compose, realvllm
 from stack.processes import vllm_router
 from tests.loop.helpers import EMPLOYEE, stream_run
-from tests.modelsim.test_vllm_fidelity import FAMILIES, shape
+from tests.modelsim.exposition import FAMILIES, shape
 from tests.support import (
     ServiceProcess,
     free_port,
@@ -372,8 +372,7 @@ def test_locust_against_the_real_server_agrees_with_its_own_metrics(vllm_url, tm
     """Client-side figures from a short model-user run vs what vLLM itself counted, and a real
     Prometheus scraping the real server: every Serving panel and vLLM rule returns data."""
     from stack import prometheus
-    from tests.monitoring.helpers import panel_queries, rules, tool
-    from tests.monitoring.test_live import Live
+    from tests.monitoring.helpers import Live, panel_queries, rules, tool
 
     tool("prometheus")
     listen = f"127.0.0.1:{free_port()}"
