@@ -182,6 +182,15 @@ class Step:
     def failed(self) -> bool:
         return step_failed(self.error)
 
+    def refusal(self) -> str | None:
+        """The code the MCP server refused the call with (a RefusalCode, or another server's),
+        for a tool step that came back as a tool error; "unknown" when it gave none."""
+        if self.error != StepOutcome.TOOL_ERROR:
+            return None
+        error = self.result.get("error") if isinstance(self.result, dict) else None
+        code = error.get("code") if isinstance(error, dict) else None
+        return str(code or "unknown")
+
     def end(self, outcome: StepOutcome, detail: str | None = None) -> None:
         self.error, self.detail = outcome, detail
 

@@ -11,6 +11,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from common.runs_protocol import ConfirmAction
+
 # (leave reason, its owner) of the demo data every sample starts from (mcp_server/seed.py)
 DRAFT = "家庭旅遊，去花蓮三天"  # E001, draft
 WEDDING = "回台南參加表妹婚禮"  # E001, approved
@@ -23,7 +25,7 @@ EMPLOYEE, OTHER, MANAGER = "demo-token-employee", "demo-token-other", "demo-toke
 @dataclass(frozen=True)
 class Turn:
     text: str
-    answer: str | None = None  # how the person answers a confirmation: accept | decline
+    answer: ConfirmAction | None = None  # how the person answers a confirmation
     token: str = EMPLOYEE
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from common.runs_protocol import ConfirmAction
+
 from .leaves import Leave
 
 SUBMIT = "把我那張{reason}的特休送出審核"
@@ -20,7 +22,7 @@ class Scenario:
     weight: int
     needs: str  # "draft" (new), "approved" (new) or "kept" (the user's approved leave)
     request: str
-    answer: str | None = None  # how a confirmation is answered
+    answer: ConfirmAction | None = None  # how a confirmation is answered
     follow_up: str | None = None  # a second request in the same session
 
 
