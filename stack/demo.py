@@ -28,6 +28,7 @@ from common.runs_protocol import (
     ToolStarted,
     WaitingConfirmation,
 )
+from common.scenarios import CANCEL_ACCEPTED, CANCEL_DECLINED, QUERY_ALL, SUBMIT_DRAFT
 
 EMPLOYEE = "demo-token-employee"
 
@@ -41,26 +42,27 @@ class Scenario:
     expect_in_answer: str
 
 
+# The seed scenarios (common/scenarios.py), with what the demo expects of each.
 SCENARIOS = (
     Scenario(
         "Submit the 家庭旅遊 draft (search first, then the real id)",
-        "把我那張家庭旅遊的特休送出審核",
-        None,
+        SUBMIT_DRAFT.request,
+        SUBMIT_DRAFT.answer,
         ("search_leaves", "update_leave_status"),
         "送出審核",
     ),
-    Scenario("Query", "查一下我的假單", None, ("search_leaves",), "找到"),
+    Scenario("Query", QUERY_ALL.request, QUERY_ALL.answer, ("search_leaves",), "找到"),
     Scenario(
         "Cancel an approved leave — the person declines",
-        "取消我表妹婚禮那張假",
-        "decline",
+        CANCEL_DECLINED.request,
+        CANCEL_DECLINED.answer,
         ("search_leaves", "cancel_approved_leave"),
         "維持已核准",
     ),
     Scenario(
         "Cancel an approved leave — the person accepts",
-        "取消我表妹婚禮那張假",
-        "accept",
+        CANCEL_ACCEPTED.request,
+        CANCEL_ACCEPTED.answer,
         ("search_leaves", "cancel_approved_leave"),
         "已取消",
     ),
