@@ -55,8 +55,9 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from benchmarks.loop_overhead import make_drafts, run_concurrently  # noqa: E402
 from benchmarks.seed_loop import seed_loop  # noqa: E402
+from common.runs_protocol import RunStatus  # noqa: E402
 from common.stats import percentile  # noqa: E402
-from loop.engine import AgentLoop, RunStatus, ToolInfo, ToolResult  # noqa: E402
+from loop.engine import AgentLoop, ToolInfo, ToolResult  # noqa: E402
 from loop.mcp_pool import McpPool  # noqa: E402
 from loop.model import OpenAIChatModel  # noqa: E402
 from stack.processes import (  # noqa: E402

@@ -38,6 +38,36 @@ class LeaveStatus(StrEnum):
     CANCELLED = "cancelled"
 
 
+class RefusalCode(StrEnum):
+    """Why the MCP server refused a tool call: the `code` of a refused call's
+    `structuredContent.error` (never translated; mcp_server/messages.py has the texts)."""
+
+    UNKNOWN_LEAVE_ID = "unknown_leave_id"
+    WRONG_STEP = "wrong_step"
+    USE_CANCEL_TOOL = "use_cancel_tool"
+    NOT_CANCELLABLE = "not_cancellable"
+    FORBIDDEN = "forbidden"
+    CONFLICT = "conflict"
+    INVALID_STATUS = "invalid_status"
+    INVALID_DATE = "invalid_date"
+    END_BEFORE_START = "end_before_start"
+    NO_WORKING_DAYS = "no_working_days"
+    OVERLAP = "overlap"
+    KEYWORD_TOO_LONG = "keyword_too_long"
+    INVALID_LEAVE_TYPE = "invalid_leave_type"
+    INVALID_REASON = "invalid_reason"
+    INSUFFICIENT_BALANCE = "insufficient_balance"
+    CONFIRMATION_DECLINED = "confirmation_declined"
+    CONFIRMATION_CANCELLED = "confirmation_cancelled"
+    UNKNOWN_TOOL = "unknown_tool"
+    INVALID_ARGUMENTS = "invalid_arguments"
+    INTERNAL_ERROR = "internal_error"
+
+
+# The refusals that are the person's answer to a confirmation, not a rule the call broke.
+PERSON_SAID = frozenset({RefusalCode.CONFIRMATION_DECLINED, RefusalCode.CONFIRMATION_CANCELLED})
+
+
 # The one-step moves update_leave_status makes: a status → the statuses it may go to next.
 # An approved leave leaves only through cancel_approved_leave, after the user confirms.
 # Keyed by status value: a LeaveStatus or the plain string a database row or a JSON body holds.

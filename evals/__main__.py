@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import sys
 import tempfile
 from contextlib import ExitStack
@@ -18,7 +17,7 @@ from pathlib import Path
 
 from loadtest.backend import identify
 
-from .report import THRESHOLDS, build, gate, load_thresholds, write
+from .report import THRESHOLDS, Endpoint, GateReport, build, gate, load_thresholds, write
 from .runner import Sample, ScratchStack, run_sample
 from .scenarios import by_name
 
@@ -42,7 +41,9 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("--samples must be 1 or more")
         scenarios = by_name(args.scenarios.split(",") if args.scenarios else None)
         thresholds = load_thresholds(args.thresholds)
-        baseline = json.loads(args.baseline.read_text()) if args.baseline else None
+        baseline = (
+            GateReport.model_validate_json(args.baseline.read_text()) if args.baseline else None
+        )
     except (ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -67,8 +68,8 @@ def main(argv: list[str] | None = None) -> int:
                 sample = run_sample(scratch, scenario, number)
                 samples.append(sample)
                 print(_line(sample), flush=True)
-    endpoint = {"url": model_url, "model": args.model or backend["models"][0],
-                "served_by": backend["kind"], "version": backend["version"]}  # fmt: skip
+    endpoint = Endpoint(url=model_url, model=args.model or backend["models"][0],
+                        served_by=backend["kind"], version=backend["version"])  # fmt: skip
     report = build(samples, endpoint)
     findings = gate(report, baseline, thresholds)
     as_json, as_md = write(report, findings, out)

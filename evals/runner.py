@@ -9,17 +9,19 @@ the simulator.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import httpx
+import httpx2
 
-from common import sse
+from common.contract import PERSON_SAID, StepKind, StepOutcome
+from common.run_client import RunClient, RunRefused, StreamEnded, always
+from common.runs_protocol import DetectionKind, Run, Step
 from mcp_server.seed import seed
 from mcp_server.storage import AuditEntry, Database, Leave
 from stack.processes import loop_service, mcp_server
@@ -27,9 +29,7 @@ from stack.processes import loop_service, mcp_server
 from .scenarios import INJECTED, EndState, Scenario, Turn, reached, untrue_claims
 
 # A tool call the model got wrong before any server saw it: bad arguments, no such tool.
-MODEL_ERRORS = ("invalid_arguments", "unknown_tool")
-# Tool errors that are the person's answer, not a mistake of the model's.
-PERSON_SAID = ("confirmation_declined", "confirmation_cancelled")
+MODEL_ERRORS = (StepOutcome.INVALID_ARGUMENTS, StepOutcome.UNKNOWN_TOOL)
 
 
 @dataclass
@@ -89,7 +89,7 @@ class ScratchStack:
         with self.database.read() as s:
             return {leave.reason: leave.id for leave in s.query(Leave)}
 
-    def end_state(self, steps: list[dict[str, Any]]) -> EndState:
+    def end_state(self, steps: list[Step]) -> EndState:
         with self.database.read() as s:
             leaves = s.query(Leave).all()
             audit = s.query(AuditEntry).order_by(AuditEntry.id).all()
@@ -98,39 +98,37 @@ class ScratchStack:
             {leave.id for leave in leaves},
             [(a.tool, a.from_status, a.to_status) for a in audit if a.outcome == "applied"],
             [(a.tool, a.confirmation) for a in audit if a.outcome != "applied"],
-            [str(step.get("name")) for step in steps if step.get("type") == "tool"],
+            [step.name for step in steps if step.type == StepKind.TOOL],
         )
 
 
 def run_sample(stack: ScratchStack, scenario: Scenario, number: int) -> Sample:
     ids = stack.reset(scenario)
     started = time.monotonic()
-    finals: list[dict[str, Any]] = []
+    finals: list[Run] = []
     session: str | None = None
     try:
         for turn in scenario.turns:
-            final = _run(stack.loop, _text(turn.text, ids), turn, session)
+            final = asyncio.run(_run(stack.loop, _text(turn.text, ids), turn, session))
             finals.append(final)
-            session = final.get("session_id") or session
-    except (httpx.HTTPError, RuntimeError) as error:
+            session = final.session_id or session
+    except (httpx2.HTTPError, RunRefused, StreamEnded) as error:
         return _unscored(scenario, number, f"{type(error).__name__}: {error}")
     seconds = time.monotonic() - started
-    steps = [step for final in finals for step in final.get("steps") or []]
+    steps = [step for final in finals for step in final.steps or []]
     end = stack.end_state(steps)
-    answer = finals[-1].get("answer") or ""
+    answer = finals[-1].answer or ""
     return Sample(
         scenario=scenario.name,
         sample=number,
-        goal=reached(scenario, end, finals[-1]["status"], answer),
-        status=finals[-1]["status"],
-        refusals=[code for code in map(_refusal, steps) if code and code not in PERSON_SAID],
+        goal=reached(scenario, end, finals[-1].status, answer),
+        status=finals[-1].status,
+        refusals=[code for code in map(Step.refusal, steps) if code and code not in PERSON_SAID],
         malformed=sum(1 for step in steps if _malformed(step)),
         untrue=untrue_claims(answer, end, " ".join(_text(t.text, ids) for t in scenario.turns)),
-        turns=sum(final.get("turns") or 0 for final in finals),
-        prompt_tokens=sum((final.get("usage") or {}).get("prompt_tokens", 0) for final in finals),
-        completion_tokens=sum(
-            (final.get("usage") or {}).get("completion_tokens", 0) for final in finals
-        ),
+        turns=sum(final.turns or 0 for final in finals),
+        prompt_tokens=sum(final.prompt_tokens for final in finals),
+        completion_tokens=sum(final.completion_tokens for final in finals),
         seconds=seconds,
         answer=answer,
     )
@@ -143,48 +141,17 @@ def _text(template: str, ids: dict[str, str]) -> str:
     return re.sub(r"\{id:(\w+)\}", lambda m: ids[getattr(scenarios, m.group(1))], template)
 
 
-def _run(loop: str, text: str, turn: Turn, session: str | None) -> dict[str, Any]:
+async def _run(loop: str, text: str, turn: Turn, session: str | None) -> Run:
     """One streamed run; its confirmations answered as the turn says (decline if it says
     nothing: a person who did not ask for a change does not confirm one)."""
-    headers = {"Authorization": f"Bearer {turn.token}"}
-    body: dict[str, Any] = {"input": text, "stream": True}
-    if session:
-        body["session_id"] = session
-    run_id = ""
-    timeout = httpx.Timeout(30, read=600)
-    with (
-        httpx.Client(base_url=loop, headers=headers, timeout=timeout) as http,
-        http.stream("POST", "/v1/runs", json=body) as response,
-    ):
-        if response.status_code != 200:
-            response.read()
-            raise RuntimeError(f"the loop answered {response.status_code}: {response.text[:200]}")
-        for event in sse.events(response.iter_lines()):
-            data = event.json()
-            if event.event == "run.started":
-                run_id = data["id"]
-            elif event.event == "confirmation.requested":
-                http.post(f"/v1/runs/{run_id}/confirmations/{data['confirmation_id']}",
-                          json={"action": turn.answer or "decline"}).raise_for_status()  # fmt: skip
-            elif event.event == "run.finished":
-                return dict(data)
-    raise RuntimeError("the stream ended without run.finished")
+    async with RunClient(loop, turn.token, timeout=httpx2.Timeout(30, read=600)) as client:
+        return await client.run(text, answer=always(turn.answer or "decline"), session_id=session)
 
 
-def _refusal(step: dict[str, Any]) -> str | None:
-    """The code of the rule the server refused a tool call by, if it did."""
-    if step.get("error") != "tool_error":
-        return None
-    result = step.get("result")
-    error = result.get("error") if isinstance(result, dict) else None
-    code = error.get("code") if isinstance(error, dict) else None
-    return str(code or "unknown")
-
-
-def _malformed(step: dict[str, Any]) -> bool:
-    if step.get("type") == "detection":
-        return step.get("name") == "tool_call_in_content"
-    return step.get("type") == "tool" and step.get("error") in MODEL_ERRORS
+def _malformed(step: Step) -> bool:
+    if step.type == StepKind.DETECTION:
+        return step.name == DetectionKind.TOOL_CALL_IN_CONTENT
+    return step.type == StepKind.TOOL and step.error in MODEL_ERRORS
 
 
 def _unscored(scenario: Scenario, number: int, error: str) -> Sample:

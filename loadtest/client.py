@@ -13,10 +13,23 @@ import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, assert_never
 from urllib.parse import urlsplit
 
-from common.contract import step_failed
+from common.runs_protocol import (
+    AnswerDelta,
+    ConfirmAction,
+    ConfirmationRequested,
+    ConfirmationResolved,
+    Detection,
+    ModelFinished,
+    ModelStarted,
+    RunFinished,
+    RunStarted,
+    ToolFinished,
+    ToolStarted,
+    parse_event,
+)
 from common.sse import Event, Parser
 
 READ_SIZE = 65536  # an upper bound only: read1 returns as soon as any bytes are there
@@ -209,45 +222,59 @@ def timed_run(
     stream_client: StreamingClient,
     control_client: StreamingClient,
     text: str,
-    answer: str | None,
+    answer: ConfirmAction | None,
     session_id: str | None = None,
 ) -> RunSample:
-    """One streamed run; each confirmation is answered with `answer` over a second connection."""
+    """One streamed run; each confirmation is answered with `answer` over a second connection.
+    The runs protocol's events, read off this client's own timed stream (common.run_client's
+    asyncio client would not time each byte, nor run under Locust's gevent)."""
     body: dict[str, Any] = {"input": text, "stream": True}
     if session_id:
         body["session_id"] = session_id
     started, events = stream_client.stream("/v1/runs", body)
     sample = RunSample()
     run_id = ""
-    finished = None
-    for event in events:  # read to the end of the body, so the connection can be reused
+    finished: RunFinished | None = None
+    for raw in events:  # read to the end of the body, so the connection can be reused
         if finished is not None:
             continue
-        data = json.loads(event.data)
-        if event.event == "run.started":
-            run_id = data["id"]
-        elif event.event == "answer.delta" and sample.first_answer_ms is None:
-            sample.first_answer_ms = (event.at - started) * 1000
-        elif event.event == "confirmation.requested":
-            sample.confirmations += 1
-            control_client.request_json(
-                "POST",
-                f"/v1/runs/{run_id}/confirmations/{data['confirmation_id']}",
-                {"action": answer or "decline"},
-            )
-        elif event.event == "run.finished":
-            sample.run_ms = (event.at - started) * 1000
-            finished = data
+        match parse_event(raw.event, raw.data):
+            case RunStarted() as event:
+                run_id = event.id
+            case AnswerDelta():
+                if sample.first_answer_ms is None:
+                    sample.first_answer_ms = (raw.at - started) * 1000
+            case ConfirmationRequested() as event:
+                sample.confirmations += 1
+                control_client.request_json(
+                    "POST",
+                    f"/v1/runs/{run_id}/confirmations/{event.confirmation_id}",
+                    {"action": answer or "decline"},
+                )
+            case RunFinished() as event:
+                sample.run_ms = (raw.at - started) * 1000
+                finished = event
+            case (
+                ModelStarted()
+                | ModelFinished()
+                | ToolStarted()
+                | ToolFinished()
+                | Detection()
+                | ConfirmationResolved()
+                | None  # an event this client does not know
+            ):
+                pass
+            case unexpected:
+                assert_never(unexpected)
     if finished is None:
         raise HttpError("the stream ended before run.finished")
-    usage = finished.get("usage") or {}
-    sample.status = finished.get("status", "")
-    sample.turns = finished.get("turns", 0)
-    tool_steps = [s for s in finished.get("steps") or [] if s.get("type") == "tool"]
+    tool_steps = finished.tool_steps()
+    sample.status = finished.status
+    sample.turns = finished.turns or 0
     sample.tool_calls = len(tool_steps)
-    sample.tools = [str(s.get("name")) for s in tool_steps]
-    sample.tool_errors = sum(1 for s in tool_steps if step_failed(s.get("error")))
-    sample.prompt_tokens = usage.get("prompt_tokens", 0)
-    sample.output_tokens = usage.get("completion_tokens", 0)
-    sample.session_id = finished.get("session_id")
+    sample.tools = [s.name for s in tool_steps]
+    sample.tool_errors = sum(1 for s in tool_steps if s.failed)
+    sample.prompt_tokens = finished.prompt_tokens
+    sample.output_tokens = finished.completion_tokens
+    sample.session_id = finished.session_id
     return sample

@@ -52,26 +52,27 @@ def _call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
 
 def build() -> dict[str, Any]:
     from common.contract import SYSTEM_PROMPT
+    from common.scenarios import CANCEL_DECLINED, QUERY_ALL, SUBMIT_DRAFT
 
     tools, (one_leave, all_leaves) = asyncio.run(_real_tools_and_search())
     system = {"role": "system", "content": SYSTEM_PROMPT}
     found_one = {"role": "tool", "tool_call_id": "call_1", "content": one_leave}
     found_all = {"role": "tool", "tool_call_id": "call_1", "content": all_leaves}
     histories = [
-        [system, {"role": "user", "content": "查一下我的假單"}],
+        [system, {"role": "user", "content": QUERY_ALL.request}],
         [
             system,
-            {"role": "user", "content": "把我那張家庭旅遊的特休送出審核"},
+            {"role": "user", "content": SUBMIT_DRAFT.request},
             _call("call_1", "search_leaves", {"keyword": "家庭旅遊"}),
             found_one,
         ],
         [
             system,
-            {"role": "user", "content": "查一下我的假單"},
+            {"role": "user", "content": QUERY_ALL.request},
             _call("call_1", "search_leaves", {"keyword": ""}),
             found_all,
             {"role": "assistant", "content": "找到你的假單，列在上面。"},
-            {"role": "user", "content": "取消我表妹婚禮那張假"},
+            {"role": "user", "content": CANCEL_DECLINED.request},
         ],
     ]
     return {"tools": tools, "conversations": [{"messages": m} for m in histories]}

@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 from locust import LoadTestShape, User, events, task
 from locust.runners import WorkerRunner
 
+from common.runs_protocol import ConfirmAction
 from loadtest.client import ChatSample, RunSample, StreamingClient, timed_chat, timed_run
 from loadtest.leaves import Leave, OwnLeaves, SetupError
 from loadtest.mcp import McpClient, McpError, ToolRefused
@@ -229,7 +230,7 @@ class AgentUser(MeasuredUser):
             self.measure(scenario.name, lambda: self._run(follow_up, None, session), run_figures)
         put_away(self.leaves, leave, scenario.needs)
 
-    def _run(self, text: str, answer: str | None, session: str | None) -> RunSample:
+    def _run(self, text: str, answer: ConfirmAction | None, session: str | None) -> RunSample:
         s = timed_run(self.stream_client, self.control_client, text, answer, session)
         if s.status not in ("completed", "max_turns"):
             raise RuntimeError(f"run {s.status}")

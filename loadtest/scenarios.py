@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .leaves import Leave
+from common.runs_protocol import ConfirmAction
+from common.scenarios import CANCEL as CANCEL
+from common.scenarios import CANCEL_ACCEPTED, CANCEL_DECLINED
+from common.scenarios import FOLLOW_UP as FOLLOW_UP
+from common.scenarios import QUERY as QUERY
+from common.scenarios import SUBMIT as SUBMIT
 
-SUBMIT = "把我那張{reason}的特休送出審核"
-QUERY = "查一下我{reason}的假單"  # the seed's query, of the user's own leave
-CANCEL = "取消我{reason}那張假"
-FOLLOW_UP = "剛剛那張也送出審核"
+from .leaves import Leave
 
 
 @dataclass(frozen=True)
@@ -20,7 +22,7 @@ class Scenario:
     weight: int
     needs: str  # "draft" (new), "approved" (new) or "kept" (the user's approved leave)
     request: str
-    answer: str | None = None  # how a confirmation is answered
+    answer: ConfirmAction | None = None  # how a confirmation is answered
     follow_up: str | None = None  # a second request in the same session
 
 
@@ -28,8 +30,8 @@ class Scenario:
 AGENT_MIX = (
     Scenario("submit", 1, "draft", SUBMIT),
     Scenario("query", 3, "kept", QUERY),
-    Scenario("cancel-decline", 1, "kept", CANCEL, "decline"),
-    Scenario("cancel-accept", 1, "approved", CANCEL, "accept"),
+    Scenario(CANCEL_DECLINED.name, 1, "kept", CANCEL, CANCEL_DECLINED.answer),
+    Scenario(CANCEL_ACCEPTED.name, 1, "approved", CANCEL, CANCEL_ACCEPTED.answer),
     Scenario("session-follow-up", 1, "draft", QUERY, follow_up=FOLLOW_UP),
 )
 

@@ -6,24 +6,46 @@ Streams the run's steps and asks confirmation questions at the prompt, as the se
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import sys
-import threading
-import time
-from typing import Any
+from typing import assert_never
 
 import httpx2
 
-from common import sse
+from common.contract import step_failed
+from common.run_client import RunClient, RunRefused, StreamEnded
+from common.runs_protocol import (
+    AnswerDelta,
+    ConfirmAction,
+    ConfirmationRequested,
+    ConfirmationResolved,
+    Detection,
+    ModelFinished,
+    ModelStarted,
+    Run,
+    RunEvent,
+    RunFinished,
+    RunStarted,
+    ToolFinished,
+    ToolStarted,
+    WaitingConfirmation,
+)
 
 # How long a run whose stream ended early is followed (its loop restarting, then the person
 # answering and the run going on).
 FOLLOW_SECONDS = 600.0
-ANSWERS = {"y": "accept", "yes": "accept", "是": "accept", "c": "cancel", "cancel": "cancel"}
+ANSWERS: dict[str, ConfirmAction] = {
+    "y": "accept",
+    "yes": "accept",
+    "是": "accept",
+    "c": "cancel",
+    "cancel": "cancel",
+}
 
 
-def ask(question: str) -> str:
+def ask(question: str) -> ConfirmAction:
     """accept / decline / cancel from the person at the terminal; no terminal → decline."""
     try:
         reply = (
@@ -34,54 +56,72 @@ def ask(question: str) -> str:
     return ANSWERS.get(reply, "decline")
 
 
-def describe(kind: str, data: dict[str, Any]) -> str | None:
-    if kind == "tool.started":
-        return f"🔧 {data['name']}({json.dumps(data['arguments'], ensure_ascii=False)})"
-    if kind == "tool.finished":
-        step = data["step"]
-        mark = "✗" if step.get("error") else "✓"
-        return f"   {mark} {step['duration_ms']:.0f} ms" + (
-            f"  {step['error']}" if step.get("error") else ""
-        )
-    if kind == "model.finished" and "step" in data:
-        step = data["step"]
-        calls = ", ".join(step["result"]["tool_calls"]) or "answer"
-        tokens = f"{step['prompt_tokens']}+{step['completion_tokens']} tokens"
-        return f"🤖 turn {data['turn']}: {calls}  ({step['duration_ms']:.0f} ms, {tokens})"
-    if kind == "confirmation.resolved":
-        return f"   → {data['outcome']}"
-    if kind == "detection":
-        return f"⚠ {data['kind']}: {data['detail']}"
-    return None
+async def ask_person(question: WaitingConfirmation) -> ConfirmAction:
+    return await asyncio.to_thread(ask, question.message)  # the stream goes on meanwhile
 
 
-def run(url: str, token: str, text: str, session_id: str | None) -> int:
-    headers = {"Authorization": f"Bearer {token}"}
-    body: dict[str, Any] = {"input": text, "stream": True, "confirm": "ask"}
-    if session_id:
-        body["session_id"] = session_id
+def describe(event: RunEvent) -> str | None:
+    match event:
+        case ToolStarted():
+            return f"🔧 {event.name}({json.dumps(event.arguments, ensure_ascii=False)})"
+        case ToolFinished():
+            step = event.step
+            # a failed step is ✗; an outcome that still did the job (timeout_applied) is ✓
+            mark = "✗" if step_failed(step.error) else "✓"
+            return f"   {mark} {step.duration_ms:.0f} ms" + (
+                f"  {step.error}" if step.error else ""
+            )
+        case ModelFinished() if event.step is not None:
+            step = event.step
+            calls = ", ".join(step.result["tool_calls"]) or "answer"
+            tokens = f"{step.prompt_tokens}+{step.completion_tokens} tokens"
+            return f"🤖 turn {event.turn}: {calls}  ({step.duration_ms:.0f} ms, {tokens})"
+        case ConfirmationResolved():
+            return f"   → {event.outcome}"
+        case Detection():
+            return f"⚠ {event.kind}: {event.detail}"
+        case RunStarted():
+            return f"▶ {event.id} (session {event.session_id})"
+        case (
+            ModelStarted()
+            | AnswerDelta()
+            | ModelFinished()
+            | ConfirmationRequested()
+            | RunFinished()
+        ):
+            return None
+        case _:
+            assert_never(event)
+
+
+async def run(url: str, token: str, text: str, session_id: str | None) -> int:
     run_id = ""
+
+    def show(event: RunEvent) -> None:
+        nonlocal run_id
+        if isinstance(event, RunStarted):
+            run_id = event.id
+        line = describe(event)
+        if line:
+            print(line)
+
     timeout = httpx2.Timeout(10, read=None)  # a run may wait minutes for the person to answer
-    with httpx2.Client(base_url=url, headers=headers, timeout=timeout) as http:
+    async with RunClient(url, token, timeout=timeout) as client:
         try:
-            with http.stream("POST", "/v1/runs", json=body) as response:
-                if response.status_code != 200:
-                    response.read()
-                    print(f"error {response.status_code}: {response.text}", file=sys.stderr)
-                    return 1
-                for event in sse.events(response.iter_lines()):
-                    kind, data = event.event, event.json()
-                    if kind == "run.started":
-                        run_id = data["id"]
-                        print(f"▶ {run_id} (session {data['session_id']})")
-                    elif kind == "confirmation.requested":
-                        answer(http, run_id, data)
-                    elif kind == "run.finished":
-                        return finished(data)
-                    else:
-                        line_text = describe(kind, data)
-                        if line_text:
-                            print(line_text)
+            final = await client.run(
+                text,
+                answer=ask_person,
+                on_event=show,
+                session_id=session_id,
+                confirm="ask",
+                tolerate_gone=True,
+            )
+            return finished(final)
+        except RunRefused as error:
+            print(f"error {error.status}: {error.text}", file=sys.stderr)
+            return 1
+        except StreamEnded:
+            pass
         except httpx2.TransportError:
             if not run_id:
                 raise
@@ -90,52 +130,18 @@ def run(url: str, token: str, text: str, session_id: str | None) -> int:
         # The stream ended before the run did: the loop restarted, and a run waiting for an
         # answer goes on in the loop that took it over.
         print(f"… the stream ended before the run did; following {run_id}", file=sys.stderr)
-        return follow(http, run_id)
+        followed = await client.follow(run_id, ask_person, seconds=FOLLOW_SECONDS)
+    if followed is None:
+        print(f"{run_id} is still running after {FOLLOW_SECONDS:g} s: GET /v1/runs/{run_id}")
+        return 1
+    return finished(followed)
 
 
-def answer(http: httpx2.Client, run_id: str, question: dict[str, Any]) -> None:
-    """Ask the person; send their answer. 409: answered already; 404: no loop holds the
-    question now (one restarting takes it over within its lease): following the run asks
-    it again when it shows."""
-    action = ask(question["message"])
-    reply = http.post(
-        f"/v1/runs/{run_id}/confirmations/{question['confirmation_id']}", json={"action": action}
-    )
-    if reply.status_code not in (404, 409):
-        reply.raise_for_status()
-
-
-def follow(http: httpx2.Client, run_id: str) -> int:
-    """The run as GET /v1/runs/{id} shows it, every second, its confirmations asked, until it
-    ends (a loop still starting is waited for, up to FOLLOW_SECONDS)."""
-    asked: set[str] = set()
-    deadline = time.monotonic() + FOLLOW_SECONDS
-    pause = threading.Event()
-    while time.monotonic() < deadline:
-        try:
-            response = http.get(f"/v1/runs/{run_id}")
-        except httpx2.TransportError:
-            response = None
-        if response is not None and response.status_code not in (502, 503, 504):
-            response.raise_for_status()
-            data = response.json()
-            if data["status"] != "running":
-                return finished(data)
-            for question in data.get("confirmations") or []:
-                if question["confirmation_id"] not in asked:
-                    asked.add(question["confirmation_id"])
-                    answer(http, run_id, question)
-        pause.wait(1.0)
-    print(f"{run_id} is still running after {FOLLOW_SECONDS:g} s: GET /v1/runs/{run_id}")
-    return 1
-
-
-def finished(data: dict[str, Any]) -> int:
-    usage = data["usage"]
-    tokens = f"{usage['prompt_tokens']}+{usage['completion_tokens']} tokens"
-    print(f"\n■ {data['status']} in {data['turns']} turns, {tokens}")
-    print(data["answer"] or data.get("reason", ""))
-    return 0 if data["status"] == "completed" else 2
+def finished(final: Run) -> int:
+    tokens = f"{final.prompt_tokens}+{final.completion_tokens} tokens"
+    print(f"\n■ {final.status} in {final.turns} turns, {tokens}")
+    print(final.answer or final.reason or "")
+    return 0 if final.status == "completed" else 2
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -150,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--session", help="continue this session id")
     args = parser.parse_args(argv)
     try:
-        return run(args.url, args.token, args.text, args.session)
+        return asyncio.run(run(args.url, args.token, args.text, args.session))
     except httpx2.HTTPError as error:
         print(f"cannot reach the loop at {args.url}: {error}", file=sys.stderr)
         return 1

@@ -9,16 +9,30 @@ cancelled or was declined.
 from __future__ import annotations
 
 import asyncio
+import copy
 import datetime as dt
 import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass, field, fields
-from enum import StrEnum
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from common.contract import SYSTEM_PROMPT, TOOL_ERROR_PREFIX, StepKind, StepOutcome, step_failed
+from common.contract import SYSTEM_PROMPT, TOOL_ERROR_PREFIX, StepKind, StepOutcome
+from common.runs_protocol import (
+    AnswerDelta,
+    Detection,
+    DetectionKind,
+    ModelFinished,
+    ModelStarted,
+    RunEvent,
+    RunReason,
+    RunStatus,
+    Step,
+    ToolFinished,
+    ToolStarted,
+)
+from common.runs_protocol import RunReasonCode as Why
 from common.tokens import tools_tokens
 
 from . import toolcall_text, tracing, verify
@@ -49,15 +63,6 @@ CONFIRMATION_EXPIRED_TEXT = "已取消：確認逾時，這個操作沒有執行
 CONFIRMATION_EXPIRED_ANSWER = "確認逾時，操作沒有執行。如果仍要進行，請重新提出。"
 
 # -- what the loop talks to ----------------------------------------------------------------
-
-
-class RunStatus(StrEnum):
-    """How a run ended (a stored run is also "running" until then)."""
-
-    COMPLETED = "completed"
-    MAX_TURNS = "max_turns"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
 
 
 @dataclass
@@ -130,7 +135,7 @@ class Tools(Protocol):
     async def call(self, name: str, arguments: dict[str, Any]) -> ToolResult: ...
 
 
-Emit = Callable[[str, dict[str, Any]], Awaitable[None]]
+Emit = Callable[[RunEvent], Awaitable[None]]
 # Called as each tool call that may change something (every tool not marked read-only) starts
 # and ends, with a function that returns every step so far (dicts; unfinished ones say
 # in_progress), so that a run cut short by a crash still shows every write it had set going
@@ -140,7 +145,7 @@ Emit = Callable[[str, dict[str, Any]], Awaitable[None]]
 Checkpoint = Callable[["RunState"], Awaitable[None]]
 
 
-async def _no_emit(_kind: str, _data: dict[str, Any]) -> None:
+async def _no_emit(_event: RunEvent) -> None:
     return None
 
 
@@ -163,61 +168,6 @@ current_call: ContextVar[CallInProgress | None] = ContextVar("current_call", def
 # -- what the loop produces ----------------------------------------------------------------
 
 
-@dataclass(eq=False)  # a step is itself, not its values: the run keeps its open ones by identity
-class Step:
-    type: StepKind
-    name: str
-    started_at: str
-    duration_ms: float = 0.0
-    arguments: Any = None
-    result: Any = None
-    error: StepOutcome | None = None
-    detail: str | None = None  # the reason, where the outcome has one
-    tool_call_id: str | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        # Shallow: arguments and results are never changed once set, and asdict's deep copy
-        # of every result, for every event and save, was a measurable share of a run's CPU.
-        return {name: getattr(self, name) for name in STEP_FIELDS}
-
-    @classmethod
-    def from_dict(cls, saved: dict[str, Any]) -> Step:
-        """A step as saved (to_dict's JSON). One saved before outcomes were a closed set has
-        its reason in `error` ("unavailable: …", "ValueError: …", a model's or a detection's
-        text): read as the outcome it meant, the text as its detail."""
-        step = cls(**{name: saved[name] for name in STEP_FIELDS if name in saved})
-        step.type = StepKind(step.type)
-        if step.error is not None and step.error not in _OUTCOMES:
-            step.error, step.detail = _legacy_outcome(step.type, step.error)
-        elif step.error is not None:
-            step.error = StepOutcome(step.error)
-        return step
-
-    @property
-    def failed(self) -> bool:
-        return step_failed(self.error)
-
-    def end(self, outcome: StepOutcome, detail: str | None = None) -> None:
-        self.error, self.detail = outcome, detail
-
-
-STEP_FIELDS = tuple(f.name for f in fields(Step))
-_OUTCOMES = frozenset(StepOutcome)
-
-
-def _legacy_outcome(kind: StepKind, error: str) -> tuple[StepOutcome, str]:
-    code, _, detail = error.partition(": ")
-    if code in _OUTCOMES:
-        return StepOutcome(code), detail
-    if kind == StepKind.MODEL:
-        return StepOutcome.MODEL_ERROR, error
-    if kind == StepKind.DETECTION:
-        return StepOutcome.DETECTED, error
-    return StepOutcome.EXCEPTION, error
-
-
 @dataclass
 class RunResult:
     status: RunStatus
@@ -229,7 +179,7 @@ class RunResult:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     result: Any = None
-    reason: str | None = None
+    reason: RunReason | None = None
     detections: list[str] = field(default_factory=list)
 
     @property
@@ -348,19 +298,21 @@ class AgentLoop:
                 ended = self._after_tool_calls(catalogue, state)
                 if ended is not None:
                     return ended
-            return state.result(RunStatus.MAX_TURNS, MAX_TURNS_ANSWER, reason="max_turns")
-        except (ContextOverflow, ModelContextExceeded) as error:
             return state.result(
-                RunStatus.FAILED, CONTEXT_OVERFLOW_ANSWER, reason=f"context_overflow: {error}"
+                RunStatus.MAX_TURNS, MAX_TURNS_ANSWER, reason=RunReason(Why.MAX_TURNS)
             )
+        except (ContextOverflow, ModelContextExceeded) as error:
+            reason = RunReason(Why.CONTEXT_OVERFLOW, str(error))
+            return state.result(RunStatus.FAILED, CONTEXT_OVERFLOW_ANSWER, reason=reason)
         except ModelError as error:
-            return state.result(RunStatus.FAILED, "", reason=f"model_error: {error}")
+            return state.result(RunStatus.FAILED, "", reason=RunReason(Why.MODEL_ERROR, str(error)))
         except asyncio.CancelledError:
             state.answer_pending_calls(f"{TOOL_ERROR_PREFIX} 已取消")
-            return state.result(RunStatus.CANCELLED, "", reason="cancelled")
+            return state.result(RunStatus.CANCELLED, "", reason=RunReason(Why.CANCELLED))
         except Exception as error:  # an MCP server that is down when the run starts
             state.answer_pending_calls(f"{TOOL_ERROR_PREFIX} {type(error).__name__}")
-            return state.result(RunStatus.FAILED, "", reason=f"{type(error).__name__}: {error}")
+            reason = RunReason(Why.EXCEPTION, f"{type(error).__name__}: {error}")
+            return state.result(RunStatus.FAILED, "", reason=reason)
 
     def _after_tool_calls(
         self, catalogue: dict[str, ToolInfo], state: RunState
@@ -378,16 +330,16 @@ class AgentLoop:
         self, messages: list[dict[str, Any]], state: RunState, emit: Emit
     ) -> ModelReply:
         step = state.step(StepKind.MODEL, "chat")
-        await emit("model.started", {"turn": state.turns})
+        await emit(ModelStarted.model_construct(turn=state.turns))
 
         async def on_text(delta: str) -> None:
-            await emit("answer.delta", {"text": delta})
+            await emit(AnswerDelta.model_construct(text=delta))
 
         try:
             reply = await self.model.complete(messages, state.tools, on_text)
         except ModelError as error:
             state.close(step, StepOutcome.MODEL_ERROR, str(error))
-            await emit("model.finished", {"turn": state.turns, "error": str(error)})
+            await emit(ModelFinished.model_construct(turn=state.turns, error=str(error)))
             raise
         step.prompt_tokens, step.completion_tokens = reply.prompt_tokens, reply.completion_tokens
         state.prompt_tokens += reply.prompt_tokens
@@ -397,7 +349,7 @@ class AgentLoop:
             "tool_calls": [c["function"]["name"] for c in reply.message.get("tool_calls") or []],
         }
         state.close(step)
-        await emit("model.finished", {"turn": state.turns, "step": step.to_dict()})
+        await emit(ModelFinished.model_construct(turn=state.turns, step=copy.copy(step)))
         return reply
 
     @staticmethod
@@ -419,7 +371,9 @@ class AgentLoop:
         tool = f"{unknown.tool}（{leave}）" if leave else unknown.tool
         seen = unknown.verified.seen
         answer = UNKNOWN_OUTCOME_ANSWER.format(tool=tool, seen=seen)
-        reason = f"outcome_unknown: {tool} timed out after {unknown.timeout:g} s; then {seen}"
+        reason = RunReason(
+            Why.OUTCOME_UNKNOWN, f"{tool} timed out after {unknown.timeout:g} s; then {seen}"
+        )
         return state.result(RunStatus.FAILED, answer, reason=reason)
 
     async def _finish_text(
@@ -436,21 +390,23 @@ class AgentLoop:
             await self._detect(
                 state,
                 emit,
-                "tool_call_in_content",
+                DetectionKind.TOOL_CALL_IN_CONTENT,
                 "the model wrote a tool call as text: start vLLM with --enable-auto-tool-choice "
                 "and the --tool-call-parser of the base model",
             )
-            return state.result(RunStatus.FAILED, text, reason="tool_call_in_content")
+            return state.result(RunStatus.FAILED, text, reason=RunReason(Why.TOOL_CALL_IN_CONTENT))
         if reply.finish_reason == "length":
-            await self._detect(state, emit, "length", "the model hit max_tokens; answer cut off")
-            return state.result(RunStatus.FAILED, text, reason="length")
+            await self._detect(
+                state, emit, DetectionKind.LENGTH, "the model hit max_tokens; answer cut off"
+            )
+            return state.result(RunStatus.FAILED, text, reason=RunReason(Why.LENGTH))
         return state.result(RunStatus.COMPLETED, text)
 
-    async def _detect(self, state: RunState, emit: Emit, kind: str, detail: str) -> None:
+    async def _detect(self, state: RunState, emit: Emit, kind: DetectionKind, detail: str) -> None:
         step = state.step(StepKind.DETECTION, kind)
         state.close(step, StepOutcome.DETECTED, detail)
         state.detections.append(kind)
-        await emit("detection", {"kind": kind, "detail": detail})
+        await emit(Detection.model_construct(kind=kind, detail=detail))
 
     def _finish_with_stop_tool(
         self, stop_call: dict[str, Any], calls: list[dict[str, Any]], state: RunState
@@ -467,7 +423,8 @@ class AgentLoop:
                 {"role": "tool", "tool_call_id": call["id"], "content": STOPPED_TOOL_TEXT}
             )
         if error:
-            return state.result(RunStatus.FAILED, "", reason=f"stop tool arguments: {error}")
+            reason = RunReason(Why.STOP_TOOL_ARGUMENTS, error)
+            return state.result(RunStatus.FAILED, "", reason=reason)
         return state.result(RunStatus.COMPLETED, "", result=arguments)
 
     async def _run_tool_calls(
@@ -511,7 +468,9 @@ class AgentLoop:
         arguments, parse_error = parse_arguments(call["function"].get("arguments"))
         step.arguments = arguments if parse_error is None else call["function"].get("arguments")
         await emit(
-            "tool.started", {"tool_call_id": call["id"], "name": name, "arguments": step.arguments}
+            ToolStarted.model_construct(
+                tool_call_id=call["id"], name=name, arguments=step.arguments
+            )
         )
         if parse_error is not None:
             text = (
@@ -583,9 +542,10 @@ class AgentLoop:
         if may_change:
             state.writing.discard(call["id"])
             await state.checkpoint()
-        await emit(
-            "tool.finished", {"tool_call_id": call["id"], "name": name, "step": step.to_dict()}
-        )
+        # a copy, as the event is read after the emit returns (a shallow one, as ever: arguments
+        # and results are never changed once set)
+        finished = copy.copy(step)
+        await emit(ToolFinished.model_construct(tool_call_id=call["id"], name=name, step=finished))
 
     async def _verify(
         self,
@@ -747,11 +707,16 @@ class RunState:
         return self.result(
             RunStatus.CANCELLED,
             CONFIRMATION_EXPIRED_ANSWER,
-            reason=f"cancelled: {detail}",
+            reason=RunReason(Why.CANCELLED, detail),
         )
 
     def result(
-        self, status: RunStatus, answer: str, *, reason: str | None = None, result: Any = None
+        self,
+        status: RunStatus,
+        answer: str,
+        *,
+        reason: RunReason | None = None,
+        result: Any = None,
     ) -> RunResult:
         return RunResult(
             status=status,
@@ -768,13 +733,13 @@ class RunState:
         )
 
 
-def _unavailable(error: ToolsUnavailable) -> str:
-    return f"tools_unavailable: {error}"
+def _unavailable(error: ToolsUnavailable) -> RunReason:
+    return RunReason(Why.TOOLS_UNAVAILABLE, str(error))
 
 
 def _refused_sign_in(state: RunState, error: SignInRefused) -> RunResult:
     return state.result(
-        RunStatus.FAILED, SIGN_IN_REFUSED_ANSWER, reason=f"sign_in_refused: {error}"
+        RunStatus.FAILED, SIGN_IN_REFUSED_ANSWER, reason=RunReason(Why.SIGN_IN_REFUSED, str(error))
     )
 
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any, TextIO
 
 from .store import RunRecord, RunStore
-from .views import Run
+from .views import run_of_record
 
 
 def training_example(record: RunRecord) -> dict[str, Any]:
@@ -19,7 +19,7 @@ def training_example(record: RunRecord) -> dict[str, Any]:
     ]
     if record.answer and (not record.messages or record.messages[-1].get("role") != "assistant"):
         messages.append({"role": "assistant", "content": record.answer})
-    run = Run.of_record(record)
+    run = run_of_record(record)
     return {
         "messages": messages,
         "tools": record.tools,

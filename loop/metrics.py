@@ -6,13 +6,12 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from common.contract import ToolName
 from common.cost import CostSettings, CostSettingsCollector
-
-from .engine import RunStatus
+from common.runs_protocol import ConfirmationOutcome, DetectionKind, RunStatus, ToolCallOutcome
 
 # The label values each counter takes (runs.RunTools, the model client and the engine say which).
-TOOL_OUTCOMES = ("ok", "tool_error", "error", "unavailable", "sign_in_refused")
-CONFIRMATION_OUTCOMES = ("accepted", "declined", "cancelled")
-DETECTIONS = ("tool_call_in_content", "length")
+TOOL_OUTCOMES = tuple(ToolCallOutcome)
+CONFIRMATION_OUTCOMES = tuple(ConfirmationOutcome)
+DETECTIONS = tuple(DetectionKind)
 # Retried model errors: any 5xx is retried, these are the ones vLLM and proxies answer with.
 RETRY_REASONS = ("http_429", "timeout", "connection_error", "http_500", "http_502", "http_503")
 RUN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300)
@@ -85,7 +84,7 @@ class LoopMetrics:
         for tool in ToolName:
             for outcome in TOOL_OUTCOMES:
                 self.tool_duration.labels(tool, outcome)
-        for outcome in CONFIRMATION_OUTCOMES:
-            self.confirmations.labels(outcome)
+        for confirmed in CONFIRMATION_OUTCOMES:
+            self.confirmations.labels(confirmed)
         for reason in RETRY_REASONS:
             self.retries.labels(reason)

@@ -10,7 +10,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Literal
+from typing import Any
 
 import anyio.to_thread
 from mcp.types import ElicitResult
@@ -18,6 +18,22 @@ from opentelemetry.trace import Span
 
 from common.contract import TOOL_ERROR_PREFIX
 from common.credentials import hash_token
+from common.runs_protocol import (
+    ConfirmationOutcome,
+    ConfirmationRequested,
+    ConfirmationResolved,
+    ConfirmMode,
+    ModelFinished,
+    Run,
+    RunEvent,
+    RunFinished,
+    RunReason,
+    RunReasonCode,
+    RunStarted,
+    RunStatus,
+    RunSummary,
+    ToolCallOutcome,
+)
 from common.sqlite import utcnow
 
 from .auth_guard import RejectedTokens
@@ -29,7 +45,6 @@ from .engine import (
     Model,
     RunResult,
     RunState,
-    RunStatus,
     SignInRefused,
     ToolInfo,
     ToolResult,
@@ -47,11 +62,9 @@ from .metrics import LoopMetrics
 from .model import current_session
 from .store import RunRecord, RunStore
 from .tracing import run_finished, run_span
-from .views import Run, RunSummary
+from .views import run_of_record, running_run, running_summary, summary_of_record
 
 logger = logging.getLogger(__name__)
-# How a run's confirmations are answered: by the client (an SSE event asks), or all alike.
-ConfirmMode = Literal["ask", "accept", "decline"]
 # A cancelled run first lets the MCP server hear "cancel" for its open questions (so the server
 # audits them); a tool call that does not come back within this long is cut off regardless.
 CANCEL_GRACE_SECONDS = 5.0
@@ -76,10 +89,6 @@ class RunNotRecorded(Exception):
     message = "the run store could not record the run, so it did not run; try again"
 
 
-# An event of a streamed run: its kind and data (run.finished's data is the run itself).
-RunEvent = tuple[str, dict[str, Any] | Run]
-
-
 @dataclass
 class PendingConfirmation:
     id: str
@@ -91,6 +100,11 @@ class PendingConfirmation:
 
     def view(self) -> dict[str, Any]:
         return {"confirmation_id": self.id, "message": self.message, "schema": self.schema}
+
+    def event(self) -> ConfirmationRequested:
+        return ConfirmationRequested.model_construct(
+            confirmation_id=self.id, message=self.message, schema_=self.schema
+        )
 
     def saved(self) -> dict[str, Any]:
         return {**self.view(), "tool_call_id": self.tool_call_id, "asked_at": self.asked_at}
@@ -137,9 +151,9 @@ class ActiveRun:
     started: float = field(default_factory=time.perf_counter)
     created_at: dt.datetime = field(default_factory=utcnow)
 
-    async def emit(self, kind: str, data: dict[str, Any] | Run) -> None:
+    async def emit(self, event: RunEvent) -> None:
         if self.streamed:
-            await self.events.put((kind, data))
+            await self.events.put(event)
 
 
 def accept_content(schema: dict[str, Any]) -> dict[str, Any]:
@@ -181,7 +195,7 @@ class RunTools:
     async def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
         metrics = self._manager.metrics
         started = time.perf_counter()
-        outcome = "error"
+        outcome = ToolCallOutcome.ERROR
         reset = current_confirm_handler.set(self._confirm)
         try:
             try:
@@ -194,12 +208,12 @@ class RunTools:
                     self._connection = None  # reconnect once and repeat the read
                     result = await (await self._conn()).call(name, arguments)
             except McpUnavailable as error:
-                outcome = "unavailable"
+                outcome = ToolCallOutcome.UNAVAILABLE
                 raise ToolsUnavailable(str(error)) from error
             except McpUnauthorized as error:
-                outcome = "sign_in_refused"
+                outcome = ToolCallOutcome.SIGN_IN_REFUSED
                 raise self._refused(error) from error
-            outcome = "tool_error" if result.is_error else "ok"
+            outcome = ToolCallOutcome.TOOL_ERROR if result.is_error else ToolCallOutcome.OK
             return result
         finally:
             current_confirm_handler.reset(reset)
@@ -237,7 +251,7 @@ class RunTools:
             if call is not None:
                 run.state = call.state
             await self._manager.save_progress(run)  # resumable from here, should the loop stop
-            await run.emit("confirmation.requested", pending.view())
+            await run.emit(pending.event())
             try:
                 result = await asyncio.wait_for(
                     asyncio.shield(pending.answer), self._manager.config.confirmation_timeout
@@ -247,11 +261,9 @@ class RunTools:
                 if not pending.answer.done():
                     pending.answer.set_result(result)
             await self._manager.save_progress(run)  # answered: no longer to be resumed
-        outcome = {"accept": "accepted", "decline": "declined"}.get(result.action, "cancelled")
-        if result.action == "accept" and result.content and result.content.get("confirm") is False:
-            outcome = "declined"
+        outcome = _confirmation_outcome(result)
         metrics.confirmations.labels(outcome).inc()
-        await run.emit("confirmation.resolved", {"outcome": outcome, "message": message})
+        await run.emit(ConfirmationResolved.model_construct(outcome=outcome, message=message))
         return result
 
 
@@ -369,7 +381,7 @@ class RunManager:
                     # The router keeps a session on one replica by this key; a run outside
                     # any session (the facade's) is routed by its own id.
                     current_session.set(run.session_id if run.remember else run.id)
-                    await run.emit("run.started", {"id": run.id, "session_id": run.session_id})
+                    await run.emit(RunStarted.model_construct(id=run.id, session_id=run.session_id))
                     loop = self._streaming_loop if stream else self._loop
                     tools = RunTools(self, run, token)
                     observer, checkpoint = self._observer(run), self._checkpointer(run)
@@ -380,10 +392,11 @@ class RunManager:
                 finally:
                     self.metrics.in_flight.dec()
         except asyncio.CancelledError:  # cancelled while waiting for a slot
-            result = _empty_result(run, RunStatus.CANCELLED, "cancelled")
+            result = _empty_result(run, RunStatus.CANCELLED, RunReason(RunReasonCode.CANCELLED))
         except Exception as error:  # the store, most likely: fail this run, keep serving
             logger.exception("run %s failed outside the loop", run.id)
-            result = _empty_result(run, RunStatus.FAILED, f"internal: {type(error).__name__}")
+            reason = RunReason(RunReasonCode.INTERNAL, type(error).__name__)
+            result = _empty_result(run, RunStatus.FAILED, reason)
         if run.suspending and result.status == RunStatus.CANCELLED:
             # Stopped by shutdown while it waited for a person: its record keeps it running,
             # with what resuming needs, for the loop that starts next (which takes it over).
@@ -403,7 +416,7 @@ class RunManager:
         span: Span,
     ) -> Run:
         record.finish(result, history)
-        final = Run.of_record(record, result.steps)
+        final = run_of_record(record, result.steps)
         try:
             await self._remember(run, record, result)
             run.stored = True  # written here if its start could not be
@@ -411,7 +424,7 @@ class RunManager:
             logger.exception("could not record run %s", run.id)
         self._count(run, result)
         run_finished(span, result, run.session_id)
-        await run.emit("run.finished", final)
+        await run.emit(RunFinished.of(final))
         if run.streamed:
             await run.events.put(None)
         self.active.pop(run.id, None)
@@ -505,13 +518,13 @@ class RunManager:
     def _observer(self, run: ActiveRun) -> Emit:
         metrics = self.metrics
 
-        async def observe(kind: str, data: dict[str, Any]) -> None:
-            if kind == "model.finished" and "step" in data:
-                step = data["step"]
-                metrics.model_duration.observe(step["duration_ms"] / 1000)
-                metrics.tokens.labels("prompt").inc(step["prompt_tokens"])
-                metrics.tokens.labels("completion").inc(step["completion_tokens"])
-            await run.emit(kind, data)
+        async def observe(event: RunEvent) -> None:
+            if isinstance(event, ModelFinished) and event.step is not None:
+                step = event.step
+                metrics.model_duration.observe(step.duration_ms / 1000)
+                metrics.tokens.labels("prompt").inc(step.prompt_tokens)
+                metrics.tokens.labels("completion").inc(step.completion_tokens)
+            await run.emit(event)
 
         return observe
 
@@ -566,20 +579,20 @@ class RunManager:
         run = self.active.get(run_id)
         if run is not None and run.user_key == user_key:
             waiting = [p.view() for p in _waiting(run)]
-            return Run.running(run.id, run.session_id, run.input, run.created_at, waiting)
+            return running_run(run.id, run.session_id, run.input, run.created_at, waiting)
         stored = await anyio.to_thread.run_sync(self.store.get_run, run_id, user_key)
-        return None if stored is None else Run.of_record(stored)
+        return None if stored is None else run_of_record(stored)
 
     async def recent(self, user_key: str, limit: int) -> list[RunSummary]:
         """The user's newest runs, running ones included, newest first."""
         stored = await anyio.to_thread.run_sync(self.store.recent_runs, user_key, limit)
         known = {r.id for r in stored}
         waiting = [  # not stored until they get a slot
-            RunSummary.running(r.id, r.session_id, r.input, r.created_at)
+            running_summary(r.id, r.session_id, r.input, r.created_at)
             for r in self.active.values()
             if r.user_key == user_key and r.id not in known
         ]
-        listed = [RunSummary.of_record(r) for r in stored]
+        listed = [summary_of_record(r) for r in stored]
         return sorted(waiting + listed, key=lambda r: r.created_at or "", reverse=True)[:limit]
 
     def mark_interrupted(self) -> int:
@@ -645,7 +658,8 @@ class RunManager:
             if run.token is None:  # answered without a token to act with (not over HTTP)
                 state = RunState.restore(saved["state"])
                 state.answer_pending_calls(f"{TOOL_ERROR_PREFIX} 已取消")
-                result = state.result(RunStatus.CANCELLED, "", reason="cancelled")
+                reason = RunReason(RunReasonCode.CANCELLED)
+                result = state.result(RunStatus.CANCELLED, "", reason=reason)
                 return await self._finish(run, record, result, run.context, span)
             run.answered_before = {
                 p.tool_call_id: (p.message, p.answer.result())
@@ -697,5 +711,15 @@ def _new_session_id() -> str:
     return f"ses_{secrets.token_hex(8)}"
 
 
-def _empty_result(run: ActiveRun, status: RunStatus, reason: str) -> RunResult:
+def _confirmation_outcome(result: ElicitResult) -> ConfirmationOutcome:
+    if result.action == "accept" and result.content and result.content.get("confirm") is False:
+        return ConfirmationOutcome.DECLINED  # "accepted" with the confirm box left unticked
+    if result.action == "accept":
+        return ConfirmationOutcome.ACCEPTED
+    if result.action == "decline":
+        return ConfirmationOutcome.DECLINED
+    return ConfirmationOutcome.CANCELLED
+
+
+def _empty_result(run: ActiveRun, status: RunStatus, reason: RunReason) -> RunResult:
     return RunResult(status, "", [], [{"role": "user", "content": run.input}], [], 0, reason=reason)

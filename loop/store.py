@@ -33,6 +33,7 @@ from sqlalchemy.engine.interfaces import DBAPICursor
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
 from common.contract import StepKind, StepOutcome
+from common.runs_protocol import RunReason, RunReasonCode
 
 if TYPE_CHECKING:
     from .engine import RunResult
@@ -87,6 +88,7 @@ class RunRecord(Base):
         """Take how the run ended: its result, and the history it was given."""
         for name in RESULT_COLUMNS:
             setattr(self, name, getattr(result, name))
+        self.reason = None if result.reason is None else str(result.reason)  # its stored form
         self.steps = [step.to_dict() for step in result.steps]
         self.history = history
         self.finished_at = utcnow()
@@ -131,15 +133,15 @@ def _mark_interrupted(record: RunRecord) -> None:
         for step in steps
         if step.get("error") == StepOutcome.INTERRUPTED
     ]
-    reason = "interrupted: the loop service running it stopped during the run"
+    detail = "the loop service running it stopped during the run"
     if started:
-        reason += (
+        detail += (
             f"; {', '.join(started)} had started and its outcome is unknown: check "
             "the leave (search_leaves) before doing it again"
         )
     record.steps = steps
     record.status = "failed"
-    record.reason = reason[:500]
+    record.reason = str(RunReason(RunReasonCode.INTERRUPTED, detail))[:500]
     record.finished_at = utcnow()
     record.suspended = None
 

@@ -55,8 +55,8 @@ def run_finished(span: Span, result: RunResult, session_id: str) -> None:
     for detection in result.detections:
         span.add_event("detection", {"leave_loop.detection": detection})
     if result.status == "failed":
-        span.set_attribute("error.type", (result.reason or "failed").split(":", 1)[0])
-        span.set_status(StatusCode.ERROR, result.reason)
+        span.set_attribute("error.type", result.reason.error_type if result.reason else "failed")
+        span.set_status(StatusCode.ERROR, None if result.reason is None else str(result.reason))
 
 
 @contextmanager

@@ -25,6 +25,7 @@ from common.contract import (
     LEAVE_TYPES,
     NEXT_STATUSES,
     LeaveStatus,
+    RefusalCode,
     ToolName,
     canonical_leave_type,
 )
@@ -159,7 +160,7 @@ def parse_date(value: str) -> dt.date:
     try:
         return dt.date.fromisoformat(value.strip())
     except (ValueError, AttributeError):
-        raise Refusal("invalid_date", value=value) from None
+        raise Refusal(RefusalCode.INVALID_DATE, value=value) from None
 
 
 class LeaveService:
@@ -171,11 +172,11 @@ class LeaveService:
 
     def search(self, actor_id: str, keyword: str, status: str | None) -> list[LeaveView]:
         if status is not None and status not in ALL_STATUSES:
-            raise Refusal("invalid_status", requested=status, valid=ALL_STATUSES)
+            raise Refusal(RefusalCode.INVALID_STATUS, requested=status, valid=ALL_STATUSES)
         words = keyword.split()
         if len(keyword) > MAX_KEYWORD_CHARS or len(words) > MAX_KEYWORD_WORDS:
             raise Refusal(
-                "keyword_too_long",
+                RefusalCode.KEYWORD_TOO_LONG,
                 max_chars=MAX_KEYWORD_CHARS,
                 max_words=MAX_KEYWORD_WORDS,
             )
@@ -221,16 +222,18 @@ class LeaveService:
     ) -> LeaveView:
         canonical = canonical_leave_type(leave_type)
         if canonical is None:
-            raise Refusal("invalid_leave_type", value=leave_type, allowed="、".join(LEAVE_TYPES))
+            raise Refusal(
+                RefusalCode.INVALID_LEAVE_TYPE, value=leave_type, allowed="、".join(LEAVE_TYPES)
+            )
         start, end = parse_date(start_date), parse_date(end_date)
         if end < start:
-            raise Refusal("end_before_start", start_date=start, end_date=end)
+            raise Refusal(RefusalCode.END_BEFORE_START, start_date=start, end_date=end)
         days = working_days(start, end)
         if days == 0:
-            raise Refusal("no_working_days", start_date=start, end_date=end)
+            raise Refusal(RefusalCode.NO_WORKING_DAYS, start_date=start, end_date=end)
         reason = reason.strip()
         if not 1 <= len(reason) <= 200:
-            raise Refusal("invalid_reason")
+            raise Refusal(RefusalCode.INVALID_REASON)
         with self.db.write() as s:
             # Locking the owner queues their concurrent creations: each sees the others' rows
             # in its overlap check.
@@ -245,7 +248,7 @@ class LeaveService:
             ).first()
             if clash is not None:
                 raise Refusal(
-                    "overlap",
+                    RefusalCode.OVERLAP,
                     other_id=clash.id,
                     other_start=clash.start_date,
                     other_end=clash.end_date,
@@ -288,8 +291,10 @@ class LeaveService:
             current = leave.status
             if requested not in UPDATABLE_STATUSES:
                 if current == LeaveStatus.APPROVED:
-                    raise Refusal("use_cancel_tool", leave_id=leave.id, current=current)
-                raise Refusal("invalid_status", requested=requested, valid=UPDATABLE_STATUSES)
+                    raise Refusal(RefusalCode.USE_CANCEL_TOOL, leave_id=leave.id, current=current)
+                raise Refusal(
+                    RefusalCode.INVALID_STATUS, requested=requested, valid=UPDATABLE_STATUSES
+                )
             allowed = next_steps(leave.status, owner.id, owner.manager_id, actor.id)
             if requested not in allowed:
                 self._refuse_step(leave, owner, actor, requested, allowed)
@@ -448,7 +453,7 @@ class LeaveService:
         leave = s.get(Leave, leave_id.strip()) if isinstance(leave_id, str) else None
         owner = s.get(Employee, leave.employee_id) if leave else None
         if leave is None or owner is None or actor.id not in (owner.id, owner.manager_id):
-            raise Refusal("unknown_leave_id", leave_id=leave_id)
+            raise Refusal(RefusalCode.UNKNOWN_LEAVE_ID, leave_id=leave_id)
         return leave, owner
 
     @staticmethod
@@ -457,23 +462,23 @@ class LeaveService:
     ) -> None:
         status = leave.status
         if status == LeaveStatus.APPROVED:
-            raise Refusal("use_cancel_tool", leave_id=leave.id, current=status)
+            raise Refusal(RefusalCode.USE_CANCEL_TOOL, leave_id=leave.id, current=status)
         if (
             status == LeaveStatus.DRAFT
             and actor.id != owner.id
             and requested == LeaveStatus.SUBMITTED
         ):
-            raise Refusal("forbidden", why="owner_only_submit")
+            raise Refusal(RefusalCode.FORBIDDEN, why="owner_only_submit")
         if status == LeaveStatus.SUBMITTED and requested in (
             LeaveStatus.APPROVED,
             LeaveStatus.REJECTED,
         ):
             why = "self_approval" if actor.id == owner.id else "manager_only_decide"
-            raise Refusal("forbidden", why=why)
+            raise Refusal(RefusalCode.FORBIDDEN, why=why)
         # Name the step that IS allowed for this leave, whoever may take it.
         natural = list(NEXT_STATUSES.get(status, ()))
         raise Refusal(
-            "wrong_step",
+            RefusalCode.WRONG_STEP,
             leave_id=leave.id,
             current=status,
             requested=requested,
@@ -483,9 +488,9 @@ class LeaveService:
     @staticmethod
     def _require_cancellable(leave: Leave, actor: Employee) -> None:
         if leave.status != LeaveStatus.APPROVED:
-            raise Refusal("not_cancellable", leave_id=leave.id, current=leave.status)
+            raise Refusal(RefusalCode.NOT_CANCELLABLE, leave_id=leave.id, current=leave.status)
         if leave.employee_id != actor.id:
-            raise Refusal("forbidden", why="owner_only_cancel")
+            raise Refusal(RefusalCode.FORBIDDEN, why="owner_only_cancel")
 
     @staticmethod
     def _deduct(s: Session, leave: Leave) -> None:
@@ -501,7 +506,7 @@ class LeaveService:
         if _rowcount(result) != 1:
             balance = s.get(Balance, (leave.employee_id, leave.leave_type))
             raise Refusal(
-                "insufficient_balance",
+                RefusalCode.INSUFFICIENT_BALANCE,
                 leave_type=leave.leave_type,
                 remaining=balance.remaining_days if balance else 0,
                 leave_id=leave.id,
@@ -518,7 +523,7 @@ class LeaveService:
         )
         if _rowcount(result) != 1:  # someone else moved it first; the transaction rolls back
             current = s.scalar(select(Leave.status).where(Leave.id == leave.id))
-            raise Refusal("conflict", leave_id=leave.id, current=current or old)
+            raise Refusal(RefusalCode.CONFLICT, leave_id=leave.id, current=current or old)
         leave.status = new
 
     @staticmethod

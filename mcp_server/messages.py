@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from common.contract import LeaveStatus
+from common.contract import LeaveStatus, RefusalCode
 
 STATUS_NAMES: dict[str, dict[str, str]] = {
     "zh-TW": {
@@ -22,8 +22,8 @@ STATUS_NAMES: dict[str, dict[str, str]] = {
 }
 
 # code -> (rule, {language: template})
-TEMPLATES: dict[str, tuple[str, dict[str, str]]] = {
-    "unknown_leave_id": (
+TEMPLATES: dict[RefusalCode, tuple[str, dict[str, str]]] = {
+    RefusalCode.UNKNOWN_LEAVE_ID: (
         "unknown_id",
         {
             "zh-TW": "找不到假單 {leave_id}。請先呼叫 search_leaves 查詢，取得真實的假單 ID 後再操作，"
@@ -32,7 +32,7 @@ TEMPLATES: dict[str, tuple[str, dict[str, str]]] = {
             "ID; never guess an ID.",
         },
     ),
-    "wrong_step": (
+    RefusalCode.WRONG_STEP: (
         "wrong_step",
         {
             "zh-TW": "假單 {leave_id} 目前是 {current}，不能直接改為 {requested}。假單狀態只能逐級推進，"
@@ -41,7 +41,7 @@ TEMPLATES: dict[str, tuple[str, dict[str, str]]] = {
             "step at a time; the allowed next step is: {allowed}.",
         },
     ),
-    "use_cancel_tool": (
+    RefusalCode.USE_CANCEL_TOOL: (
         "wrong_step",
         {
             "zh-TW": "假單 {leave_id} 目前是 {current}。已核准的假單只能由申請人透過 "
@@ -51,7 +51,7 @@ TEMPLATES: dict[str, tuple[str, dict[str, str]]] = {
             "cannot cancel or revert it.",
         },
     ),
-    "not_cancellable": (
+    RefusalCode.NOT_CANCELLABLE: (
         "wrong_step",
         {
             "zh-TW": "假單 {leave_id} 目前是 {current}，cancel_approved_leave 只能取消已核准（approved）"
@@ -60,14 +60,14 @@ TEMPLATES: dict[str, tuple[str, dict[str, str]]] = {
             "leaves.",
         },
     ),
-    "forbidden": (
+    RefusalCode.FORBIDDEN: (
         "forbidden",
         {
             "zh-TW": "拒絕執行：{why}。",
             "en": "Refused: {why}.",
         },
     ),
-    "conflict": (
+    RefusalCode.CONFLICT: (
         "conflict",
         {
             "zh-TW": "假單 {leave_id} 的狀態剛被另一個請求變更（現在是 {current}），本次操作沒有執行。"
@@ -76,35 +76,35 @@ TEMPLATES: dict[str, tuple[str, dict[str, str]]] = {
             "was done. Search again with search_leaves before deciding.",
         },
     ),
-    "invalid_status": (
+    RefusalCode.INVALID_STATUS: (
         "validation",
         {
             "zh-TW": "不支援的狀態「{requested}」。可用的狀態：{valid}。",
             "en": "Unknown status '{requested}'. Valid values: {valid}.",
         },
     ),
-    "invalid_date": (
+    RefusalCode.INVALID_DATE: (
         "validation",
         {
             "zh-TW": "日期「{value}」格式錯誤，請使用 YYYY-MM-DD（例如 2026-12-24）。",
             "en": "Date '{value}' is not valid; use YYYY-MM-DD (e.g. 2026-12-24).",
         },
     ),
-    "end_before_start": (
+    RefusalCode.END_BEFORE_START: (
         "validation",
         {
             "zh-TW": "結束日期 {end_date} 早於開始日期 {start_date}，請確認日期。",
             "en": "End date {end_date} is before start date {start_date}.",
         },
     ),
-    "no_working_days": (
+    RefusalCode.NO_WORKING_DAYS: (
         "validation",
         {
             "zh-TW": "{start_date} 到 {end_date} 之間沒有工作日，不需要請假。",
             "en": "There are no working days between {start_date} and {end_date}.",
         },
     ),
-    "overlap": (
+    RefusalCode.OVERLAP: (
         "validation",
         {
             "zh-TW": "日期與你現有的假單 {other_id}（{other_start}～{other_end}，{other_status}）重疊，"
@@ -113,35 +113,35 @@ TEMPLATES: dict[str, tuple[str, dict[str, str]]] = {
             "{other_status}); choose other dates or deal with that leave first.",
         },
     ),
-    "keyword_too_long": (
+    RefusalCode.KEYWORD_TOO_LONG: (
         "validation",
         {
             "zh-TW": "搜尋關鍵字太長。請用最多 {max_words} 個詞、共 {max_chars} 個字元以內的關鍵字（例如假別、事由中的詞或日期），或用空字串列出全部假單。",
             "en": "The search keyword is too long. Use at most {max_words} words and {max_chars} characters (e.g. a leave type, a word of the reason or a date), or an empty string to list all leaves.",
         },
     ),
-    "invalid_leave_type": (
+    RefusalCode.INVALID_LEAVE_TYPE: (
         "validation",
         {
             "zh-TW": "不支援的假別「{value}」。可用的假別：{allowed}。",
             "en": "Unknown leave type '{value}'. Valid types: {allowed}.",
         },
     ),
-    "invalid_reason": (
+    RefusalCode.INVALID_REASON: (
         "validation",
         {
             "zh-TW": "請填寫請假事由（1 到 200 個字）。",
             "en": "Give a reason for the leave (1 to 200 characters).",
         },
     ),
-    "insufficient_balance": (
+    RefusalCode.INSUFFICIENT_BALANCE: (
         "insufficient_balance",
         {
             "zh-TW": "{leave_type}剩餘 {remaining} 天，不足以核准假單 {leave_id} 的 {days} 天。",
             "en": "Only {remaining} days of {leave_type} remain; leave {leave_id} needs {days}.",
         },
     ),
-    "confirmation_declined": (
+    RefusalCode.CONFIRMATION_DECLINED: (
         "declined",
         {
             "zh-TW": "使用者拒絕取消假單 {leave_id}，假單維持已核准，沒有任何變更。請直接告訴使用者結果，"
@@ -150,7 +150,7 @@ TEMPLATES: dict[str, tuple[str, dict[str, str]]] = {
             "changed. Tell the user; do not try another tool to get the same effect.",
         },
     ),
-    "confirmation_cancelled": (
+    RefusalCode.CONFIRMATION_CANCELLED: (
         "declined",
         {
             "zh-TW": "使用者沒有完成確認，假單 {leave_id} 維持已核准，沒有任何變更。請告訴使用者結果，"
@@ -161,14 +161,14 @@ TEMPLATES: dict[str, tuple[str, dict[str, str]]] = {
     ),
     # Calls the SDK refuses before any tool runs: a name no tool has, arguments that do not fit
     # the tool's input schema (the problems name the fields, never quote the values).
-    "unknown_tool": (
+    RefusalCode.UNKNOWN_TOOL: (
         "malformed_call",
         {
             "zh-TW": "沒有名為 {tool} 的工具。可用的工具：{valid}。",
             "en": "There is no tool named {tool}. Available tools: {valid}.",
         },
     ),
-    "invalid_arguments": (
+    RefusalCode.INVALID_ARGUMENTS: (
         "malformed_call",
         {
             "zh-TW": "{tool} 的參數不符合它的格式（{problems}），這次沒有執行。請依照工具的參數說明修正後重新呼叫。",
@@ -176,7 +176,7 @@ TEMPLATES: dict[str, tuple[str, dict[str, str]]] = {
             "done. Correct them as the tool's parameters describe and call it again.",
         },
     ),
-    "internal_error": (
+    RefusalCode.INTERNAL_ERROR: (
         "internal",
         {
             "zh-TW": "系統暫時無法處理這個請求，請稍後再試。",
@@ -221,7 +221,7 @@ APPROVED_NEXT_STEP = {
 class Refusal(Exception):
     """A business rule said no. Carries a stable code and the values for its message."""
 
-    def __init__(self, code: str, **params: Any) -> None:
+    def __init__(self, code: RefusalCode, **params: Any) -> None:
         super().__init__(code)
         self.code = code
         self.params = params

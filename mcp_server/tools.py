@@ -26,7 +26,7 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
-from common.contract import LeaveStatus, ToolName
+from common.contract import LeaveStatus, RefusalCode, ToolName
 from common.unicode import lone_surrogate_at, surrogate_message
 
 from .auth import current_employee_id
@@ -92,7 +92,9 @@ class LeaveServer(MCPServer[ToolContext]):
         where = lone_surrogate_at(arguments)
         if where is not None and name in self._known:
             # Valid JSON, not text: no column, log line or answer could hold it.
-            refusal = Refusal("invalid_arguments", tool=name, problems=surrogate_message(where))
+            refusal = Refusal(
+                RefusalCode.INVALID_ARGUMENTS, tool=name, problems=surrogate_message(where)
+            )
             return refused(self._context, name, refusal)
         try:
             return await super().call_tool(name, arguments, context)
@@ -106,11 +108,11 @@ class LeaveServer(MCPServer[ToolContext]):
         cause = error.__cause__
         if name not in known:
             logger.info("call to an unknown tool %s", log_excerpt(name))
-            refusal = Refusal("unknown_tool", tool=log_excerpt(name), valid=known)
+            refusal = Refusal(RefusalCode.UNKNOWN_TOOL, tool=log_excerpt(name), valid=known)
             return refused(self._context, UNKNOWN_TOOL_LABEL, refusal)
         problems = _argument_problems(cause) if isinstance(cause, ValidationError) else str(error)
         logger.info("tool %s refused its arguments: %s", name, log_excerpt(problems))
-        refusal = Refusal("invalid_arguments", tool=name, problems=problems)
+        refusal = Refusal(RefusalCode.INVALID_ARGUMENTS, tool=name, problems=problems)
         return refused(self._context, name, refusal)
 
 
@@ -185,7 +187,9 @@ def refused(context: ToolContext, tool: str, refusal: Refusal) -> CallToolResult
     )
 
 
-def failed(context: ToolContext, tool: str, code: str = "internal_error") -> CallToolResult:
+def failed(
+    context: ToolContext, tool: str, code: RefusalCode = RefusalCode.INTERNAL_ERROR
+) -> CallToolResult:
     context.metrics.tool_calls.labels(tool, "error").inc()
     text = Refusal(code).render(context.language)
     return CallToolResult(
@@ -212,7 +216,7 @@ async def run(
     except Refusal as refusal:
         return refused(context, tool, refusal)
     except _NotAuthenticated:
-        return failed(context, tool, "internal_error")
+        return failed(context, tool, RefusalCode.INTERNAL_ERROR)
     except Exception as error:
         # The client sees a generic text; the detail stays in the server log, bounded:
         # a database error's text can quote the caller's input at any length.
@@ -390,7 +394,9 @@ async def cancel_approved_leave(
         await anyio.to_thread.run_sync(
             lambda: context.service.record_not_applied(employee_id, leave_id, outcome)
         )
-        return refused(context, tool, Refusal(f"confirmation_{outcome}", leave_id=leave_id))
+        return refused(
+            context, tool, Refusal(RefusalCode(f"confirmation_{outcome}"), leave_id=leave_id)
+        )
     context.metrics.elicitations.labels("accepted").inc()
 
     def work() -> CancelResult:

@@ -2,15 +2,33 @@
 
 from __future__ import annotations
 
+import asyncio
+import datetime as dt
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import assert_never
 
-import httpx
-
-from common import sse
-from common.contract import step_failed
+from common.contract import RefusalCode, StepKind
+from common.run_client import RunClient
+from common.runs_protocol import (
+    AnswerDelta,
+    ConfirmAction,
+    ConfirmationRequested,
+    ConfirmationResolved,
+    Detection,
+    ModelFinished,
+    ModelStarted,
+    Run,
+    RunEvent,
+    RunFinished,
+    RunStarted,
+    Step,
+    ToolFinished,
+    ToolStarted,
+    WaitingConfirmation,
+)
+from common.scenarios import CANCEL_ACCEPTED, CANCEL_DECLINED, QUERY_ALL, SUBMIT_DRAFT
 
 EMPLOYEE = "demo-token-employee"
 
@@ -19,31 +37,32 @@ EMPLOYEE = "demo-token-employee"
 class Scenario:
     title: str
     request: str
-    confirm: str | None  # how the demo answers a confirmation (None: none expected)
+    confirm: ConfirmAction | None  # how the demo answers a confirmation (None: none expected)
     expect_tools: tuple[str, ...]
     expect_in_answer: str
 
 
+# The seed scenarios (common/scenarios.py), with what the demo expects of each.
 SCENARIOS = (
     Scenario(
         "Submit the 家庭旅遊 draft (search first, then the real id)",
-        "把我那張家庭旅遊的特休送出審核",
-        None,
+        SUBMIT_DRAFT.request,
+        SUBMIT_DRAFT.answer,
         ("search_leaves", "update_leave_status"),
         "送出審核",
     ),
-    Scenario("Query", "查一下我的假單", None, ("search_leaves",), "找到"),
+    Scenario("Query", QUERY_ALL.request, QUERY_ALL.answer, ("search_leaves",), "找到"),
     Scenario(
         "Cancel an approved leave — the person declines",
-        "取消我表妹婚禮那張假",
-        "decline",
+        CANCEL_DECLINED.request,
+        CANCEL_DECLINED.answer,
         ("search_leaves", "cancel_approved_leave"),
         "維持已核准",
     ),
     Scenario(
         "Cancel an approved leave — the person accepts",
-        "取消我表妹婚禮那張假",
-        "accept",
+        CANCEL_ACCEPTED.request,
+        CANCEL_ACCEPTED.answer,
         ("search_leaves", "cancel_approved_leave"),
         "已取消",
     ),
@@ -61,66 +80,86 @@ class Confirmation:
 
 # What a tool step that asked for a confirmation came to, by the code its result carries.
 DECLINED_CODES = {
-    "confirmation_declined": "declined by the user: nothing changed",
-    "confirmation_cancelled": "not confirmed: nothing changed",
+    RefusalCode.CONFIRMATION_DECLINED: "declined by the user: nothing changed",
+    RefusalCode.CONFIRMATION_CANCELLED: "not confirmed: nothing changed",
 }
 
 
-def stream_run(
-    http: httpx.Client, request: str, answer: str | None
-) -> tuple[dict[str, Any], list[Confirmation]]:
-    """One streamed run; answers its confirmations with `answer`. Returns (final, what was
-    asked in which tool call)."""
+async def stream_scenario(
+    client: RunClient, request: str, answer: ConfirmAction | None
+) -> tuple[Run, list[Confirmation]]:
+    """One streamed run; answers its confirmations with `answer` (decline when None). Returns
+    (final, what was asked in which tool call)."""
     asked: list[Confirmation] = []
     under_way: list[str] = []  # tool calls started and not finished, oldest first
-    run_id = ""
-    with http.stream("POST", "/v1/runs", json={"input": request, "stream": True}) as response:
-        response.raise_for_status()
-        for event in sse.events(response.iter_lines()):
-            kind, data = event.event, event.json()
-            if kind == "run.started":
-                run_id = data["id"]
-            elif kind == "tool.started":
-                under_way.append(data["tool_call_id"])
-            elif kind == "tool.finished" and data["tool_call_id"] in under_way:
-                under_way.remove(data["tool_call_id"])
-            elif kind == "confirmation.requested":
-                given = answer or "decline"
-                call = under_way[-1] if under_way else None
-                asked.append(Confirmation(call, data["message"], given))
-                http.post(
-                    f"/v1/runs/{run_id}/confirmations/{data['confirmation_id']}",
-                    json={"action": given},
-                ).raise_for_status()
-            elif kind == "run.finished":
-                return data, asked
-    raise RuntimeError("the stream ended without run.finished")
+
+    def track(event: RunEvent) -> None:
+        match event:
+            case ToolStarted():
+                under_way.append(event.tool_call_id)
+            case ToolFinished():
+                if event.tool_call_id in under_way:
+                    under_way.remove(event.tool_call_id)
+            case (
+                RunStarted()
+                | ModelStarted()
+                | AnswerDelta()
+                | ModelFinished()
+                | Detection()
+                | ConfirmationRequested()
+                | ConfirmationResolved()
+                | RunFinished()
+            ):
+                pass
+            case _:
+                assert_never(event)
+
+    async def reply(question: WaitingConfirmation) -> ConfirmAction:
+        given = answer or "decline"
+        call = under_way[-1] if under_way else None
+        asked.append(Confirmation(call, question.message, given))
+        return given
+
+    final = await client.run(request, answer=reply, on_event=track)
+    return final, asked
 
 
-def timeline(final: dict[str, Any], asked: Sequence[Confirmation] = ()) -> list[str]:
+def stream_run(
+    loop_url: str, request: str, answer: ConfirmAction | None, token: str = EMPLOYEE
+) -> tuple[Run, list[Confirmation]]:
+    """stream_scenario on a client of its own."""
+
+    async def one() -> tuple[Run, list[Confirmation]]:
+        async with RunClient(loop_url, token) as client:
+            return await stream_scenario(client, request, answer)
+
+    return asyncio.run(one())
+
+
+def timeline(final: Run, asked: Sequence[Confirmation] = ()) -> list[str]:
     """A line per step, with the confirmations asked inside a tool call under that call."""
     lines: list[str] = []
-    steps = final["steps"]
+    steps = final.steps or []
     if not steps:
         return lines
     by_call: dict[str | None, list[Confirmation]] = {}
     for confirmation in asked:
         by_call.setdefault(confirmation.tool_call_id, []).append(confirmation)
-    origin = _seconds(steps[0]["started_at"])
+    origin = _seconds(steps[0].started_at)
     for step in steps:
-        offset = (_seconds(step["started_at"]) - origin) * 1000
-        questions = by_call.pop(step["tool_call_id"], []) if step["type"] == "tool" else []
-        if step["type"] == "model":
-            calls = ", ".join(step["result"]["tool_calls"]) if step["result"] else ""
+        offset = (_seconds(step.started_at) - origin) * 1000
+        questions = by_call.pop(step.tool_call_id, []) if step.type == StepKind.TOOL else []
+        if step.type == StepKind.MODEL:
+            calls = ", ".join(step.result["tool_calls"]) if step.result else ""
             what = f"model  → {calls or 'answer'}"
-            extra = f"{step['prompt_tokens']}+{step['completion_tokens']} tokens"
-        elif step["type"] == "tool":
-            arguments = json.dumps(step["arguments"], ensure_ascii=False)
-            what = f"tool   {step['name']} {arguments}"
+            extra = f"{step.prompt_tokens}+{step.completion_tokens} tokens"
+        elif step.type == StepKind.TOOL:
+            arguments = json.dumps(step.arguments, ensure_ascii=False)
+            what = f"tool   {step.name} {arguments}"
             extra = _tool_outcome(step, questions)
         else:
-            what, extra = f"check  {step['name']}", _said(step)
-        lines.append(f"  {offset:7.1f} ms  {what:<58} {step['duration_ms']:7.1f} ms  {extra}")
+            what, extra = f"check  {step.name}", _said(step)
+        lines.append(f"  {offset:7.1f} ms  {what:<58} {step.duration_ms:7.1f} ms  {extra}")
         for confirmation in questions:
             lines.append(f"{'':13}confirmation asked: {confirmation.question}")
             lines.append(f"{'':13}answered: {confirmation.answer}")
@@ -130,52 +169,49 @@ def timeline(final: dict[str, Any], asked: Sequence[Confirmation] = ()) -> list[
     return lines
 
 
-def _tool_outcome(step: dict[str, Any], questions: list[Confirmation]) -> str:
+def _tool_outcome(step: Step, questions: list[Confirmation]) -> str:
     """✓, ✗ and the error, or what the person's answer came to: a declined confirmation is
     what the person wanted, not a failed call."""
-    if not step_failed(step["error"]):
+    if not step.failed:
         done = "✓ confirmed by the user" if questions else "✓"
-        return f"{done} ({step['error']})" if step["error"] else done
-    result = step["result"] if isinstance(step["result"], dict) else {}
-    code = (result.get("error") or {}).get("code")
+        return f"{done} ({step.error})" if step.error else done
+    code = step.refusal()
     if questions and code in DECLINED_CODES:
-        return f"✓ {DECLINED_CODES[code]}"
+        return f"✓ {DECLINED_CODES[RefusalCode(code)]}"
     return f"✗ {_said(step)}"
 
 
-def _said(step: dict[str, Any]) -> str:
+def _said(step: Step) -> str:
     """A step's outcome and its reason, as one line."""
-    return ": ".join(part for part in (step["error"], step.get("detail")) if part)
+    return ": ".join(part for part in (step.error, step.detail) if part)
 
 
 def _seconds(iso: str) -> float:
-    import datetime as dt
-
     return dt.datetime.fromisoformat(iso).timestamp()
 
 
 def run_scenarios(loop_url: str, token: str = EMPLOYEE) -> bool:
     """Print every scenario's timeline and answer; True when each did what it should."""
+    return asyncio.run(_run_scenarios(loop_url, token))
+
+
+async def _run_scenarios(loop_url: str, token: str) -> bool:
     ok = True
-    with httpx.Client(
-        base_url=loop_url, headers={"Authorization": f"Bearer {token}"}, timeout=60
-    ) as http:
+    async with RunClient(loop_url, token) as client:
         for number, scenario in enumerate(SCENARIOS, 1):
             print(f"\n[{number}] {scenario.title}\n    「{scenario.request}」")
-            final, asked = stream_run(http, scenario.request, scenario.confirm)
+            final, asked = await stream_scenario(client, scenario.request, scenario.confirm)
             for line in timeline(final, asked):
                 print(line)
-            tools = tuple(s["name"] for s in final["steps"] if s["type"] == "tool")
             passed = (
-                final["status"] == "completed"
-                and tools == scenario.expect_tools
-                and scenario.expect_in_answer in final["answer"]
+                final.status == "completed"
+                and tuple(final.tools()) == scenario.expect_tools
+                and scenario.expect_in_answer in (final.answer or "")
             )
             ok = ok and passed
-            usage = final["usage"]
             print(
-                f"    answer: {final['answer']}\n    [{final['status']}, {final['turns']} turns, "
-                f"{usage['prompt_tokens']}+{usage['completion_tokens']} tokens]"
+                f"    answer: {final.answer}\n    [{final.status}, {final.turns} turns, "
+                f"{final.prompt_tokens}+{final.completion_tokens} tokens]"
                 + ("" if passed else "   ← NOT AS EXPECTED")
             )
     return ok

@@ -220,3 +220,10 @@ async def test_a_cancellation_the_user_does_not_confirm_is_read_as_kept(
     result = await converse(server, "E001", "取消表妹婚禮那張假", answer=answer)
     assert status_of(service, leave_id) == "approved"
     assert result.answer == f"你沒有確認取消，假單 {leave_id} 維持已核准，沒有任何變更。"
+
+
+def test_every_refusal_code_has_its_texts_and_the_server_uses_no_other():
+    from common.contract import RefusalCode
+    from mcp_server.messages import TEMPLATES
+
+    assert set(TEMPLATES) == set(RefusalCode)

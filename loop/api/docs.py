@@ -3,11 +3,14 @@ loop itself (the copies the fastapi-offline package ships) instead of a CDN: an 
 shows them too."""
 
 from pathlib import Path
+from typing import Any
 
 import fastapi_offline
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import FileResponse, HTMLResponse
+
+from .runs import document_events
 
 ASSETS_PATH = "/docs-assets"
 ASSETS = Path(fastapi_offline.__file__).parent / "static"
@@ -19,6 +22,14 @@ ASSET_FILES = frozenset(
 def install(app: FastAPI) -> None:
     """Serve the pages and their files; `app` must be made with docs_url and redoc_url None."""
     title = app.title
+    generated = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        document = generated()  # cached by FastAPI: adding to it again changes nothing
+        document_events(document)
+        return document
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
     @app.get(f"{ASSETS_PATH}/{{name}}", include_in_schema=False)
     async def asset(name: str) -> FileResponse:

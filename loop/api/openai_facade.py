@@ -4,7 +4,7 @@ client (or a load generator) can call the agent as if it were a model."""
 import secrets
 import time
 from collections.abc import AsyncIterator
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, assert_never
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -12,11 +12,23 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, WithJsonSchema
 
 from common import sse
 from common.chat import InvalidContent, content_text
+from common.runs_protocol import (
+    AnswerDelta,
+    ConfirmationRequested,
+    ConfirmationResolved,
+    Detection,
+    ModelFinished,
+    ModelStarted,
+    Run,
+    RunFinished,
+    RunStarted,
+    RunStatus,
+    ToolFinished,
+    ToolStarted,
+)
 
-from ..engine import RunStatus
 from ..runs import ActiveRun, RunManager, RunNotRecorded
 from ..settings import LoopSettings
-from ..views import Run
 from .auth import Authenticated, manager_of
 from .bodies import UnicodeJSONRoute
 from .errors import AUTH_ERRORS, OpenAIError, errors, excerpt, openai_error
@@ -246,21 +258,34 @@ async def _chat_stream(
     # Answer text is only known to be the answer once its turn ends without tool calls:
     # buffer each model turn's text and release it when that turn is the last.
     buffered: list[str] = []
-    async for kind, data in manager.events(run):
-        if isinstance(data, Run):  # run.finished
-            if data.status != RunStatus.COMPLETED or not data.answer:
-                yield chunk({"content": data.answer or _status_text(data)})
-            yield chunk({}, _finish_reason(data))
-            if include_usage:
-                yield sse.frame({**head, "choices": [], "usage": _usage(data)})
-        elif kind == "model.started":
-            buffered = []
-        elif kind == "answer.delta":
-            buffered.append(data["text"])
-        elif kind == "model.finished" and not data.get("step", {}).get("result", {}).get(
-            "tool_calls"
-        ):
-            for text in buffered:
-                yield chunk({"content": text})
-            buffered = []
+    async for event in manager.events(run):
+        match event:
+            case RunFinished():
+                if event.status != RunStatus.COMPLETED or not event.answer:
+                    yield chunk({"content": event.answer or _status_text(event)})
+                yield chunk({}, _finish_reason(event))
+                if include_usage:
+                    yield sse.frame({**head, "choices": [], "usage": _usage(event)})
+            case ModelStarted():
+                buffered = []
+            case AnswerDelta():
+                buffered.append(event.text)
+            case ModelFinished() if event.step is None or not (event.step.result or {}).get(
+                "tool_calls"
+            ):
+                for text in buffered:
+                    yield chunk({"content": text})
+                buffered = []
+            case (
+                ModelFinished()
+                | RunStarted()
+                | ToolStarted()
+                | ToolFinished()
+                | Detection()
+                | ConfirmationRequested()
+                | ConfirmationResolved()
+            ):
+                pass  # the facade shows the answer only
+            case _:
+                assert_never(event)
     yield sse.DONE_FRAME

@@ -14,11 +14,19 @@ from mcp.types import ElicitResult
 from pydantic import BaseModel, Field, StrictBool
 
 from common import sse
+from common.runs_protocol import (
+    EVENT_SCHEMA,
+    ConfirmAction,
+    ConfirmMode,
+    Run,
+    RunEvent,
+    RunFinished,
+    RunList,
+)
 
 from ..runs import (
     ActiveRun,
     ConfirmationAlreadyAnswered,
-    ConfirmMode,
     PendingConfirmation,
     RunIdInUse,
     RunManager,
@@ -26,7 +34,6 @@ from ..runs import (
     UnknownConfirmation,
     accept_content,
 )
-from ..views import Run, RunList
 from .auth import Authenticated, manager_of
 from .bodies import UnicodeJSONRoute
 from .errors import AUTH_ERRORS, errors
@@ -35,7 +42,6 @@ router = APIRouter(prefix="/v1/runs", tags=["runs"], route_class=UnicodeJSONRout
 
 SESSION_ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
 RUN_ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,40}$"
-ConfirmAction = Literal["accept", "decline", "cancel"]
 
 
 class RunRequest(BaseModel):
@@ -238,9 +244,30 @@ def _json(model: BaseModel) -> Response:
 
 
 async def _sse_once(final: Run) -> AsyncIterator[bytes]:
-    yield sse.frame(final.model_dump_json(), "run.finished")
+    yield _frame(RunFinished.of(final))
 
 
 async def _sse(manager: RunManager, run: ActiveRun) -> AsyncIterator[bytes]:
-    async for kind, data in manager.events(run):
-        yield sse.frame(data.model_dump_json() if isinstance(data, Run) else data, kind)
+    async for event in manager.events(run):
+        yield _frame(event)
+
+
+def _frame(event: RunEvent) -> bytes:
+    return sse.frame(event.data(), event.event)
+
+
+def document_events(document: dict[str, Any]) -> None:
+    """The stream's events in the OpenAPI document: each event's model among its schemas, and
+    the stream's answer as one of them by name (FastAPI lists JSON answers only)."""
+    stream = EVENT_SCHEMA.json_schema(
+        ref_template="#/components/schemas/{model}", mode="serialization"
+    )
+    schemas = document.setdefault("components", {}).setdefault("schemas", {})
+    for name, schema in stream.pop("$defs", {}).items():
+        schemas.setdefault(name, schema)  # the models FastAPI lists already stay as they are
+    stream["description"] = (
+        "One Server-Sent Event each: `event:` the name (the `event` field), `data:` the other "
+        "fields as JSON. A client skips an event it does not know."
+    )
+    answer = document["paths"]["/v1/runs"]["post"]["responses"]["200"]
+    answer["content"]["text/event-stream"] = {"schema": stream}

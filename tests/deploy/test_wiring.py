@@ -62,16 +62,13 @@ def test_the_seed_scenario_runs_through_the_compose_wiring(local_stack):
     services, _ = local_stack
     loop = services["loop"].url
     assert httpx.get(f"{loop}/readyz").json()["status"] == "ready"
-    with httpx.Client(
-        base_url=loop, headers={"Authorization": "Bearer demo-token-employee"}, timeout=60
-    ) as http:
-        final, _ = stream_run(http, "把我那張家庭旅遊的特休送出審核", None)
-    assert final["status"] == "completed", final
-    assert [s["name"] for s in final["steps"] if s["type"] == "tool"] == [
+    final, _ = stream_run(loop, "把我那張家庭旅遊的特休送出審核", None)
+    assert final.status == "completed", final
+    assert final.tools() == [
         "search_leaves",
         "update_leave_status",
     ]
-    assert "送出審核" in final["answer"]
+    assert "送出審核" in (final.answer or "")
 
 
 def test_stop_ends_exactly_the_started_processes(tmp_path):

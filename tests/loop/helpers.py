@@ -3,6 +3,7 @@ run over HTTP and SSE, and the run manager with fakes."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,7 +11,8 @@ from typing import Any
 
 import httpx
 
-from common import sse
+from common.run_client import RunClient, always
+from common.runs_protocol import ConfirmAction, Run, RunEvent, RunFinished
 from loop.engine import LoopConfig
 from loop.metrics import LoopMetrics
 from loop.runs import RunManager
@@ -38,33 +40,31 @@ def post_run(stack: Stack, body: dict[str, Any], headers=EMPLOYEE) -> httpx.Resp
 
 
 def stream_run(
-    base: str, body: dict[str, Any], headers=EMPLOYEE, answer: str | None = None
-) -> tuple[list[tuple[str, dict[str, Any]]], dict[str, Any]]:
+    base: str, body: dict[str, Any], headers=EMPLOYEE, answer: ConfirmAction | None = None
+) -> tuple[list[RunEvent], RunFinished]:
     """Run with SSE; answer each confirmation with `answer` (None = leave it unanswered)."""
-    events: list[tuple[str, dict[str, Any]]] = []
-    run_id = ""
-    with (
-        httpx.Client(base_url=base, headers=headers, timeout=60) as http,
-        http.stream("POST", "/v1/runs", json={**body, "stream": True}) as response,
-    ):
-        assert response.status_code == 200, response.read()
-        for event in sse.events(response.iter_lines()):
-            kind, data = event.event, event.json()
-            events.append((kind, data))
-            if kind == "run.started":
-                run_id = data["id"]
-            if kind == "confirmation.requested" and answer is not None:
-                reply = http.post(
-                    f"/v1/runs/{run_id}/confirmations/{data['confirmation_id']}",
-                    json={"action": answer},
-                )
-                assert reply.status_code == 200, reply.text
-    final = events[-1][1]
-    assert events[-1][0] == "run.finished"
+    token = headers["Authorization"].removeprefix("Bearer ")
+    events: list[RunEvent] = []
+
+    async def streamed() -> RunFinished:
+        async with RunClient(base, token) as client:
+            return await client.run(
+                body["input"],
+                answer=always(answer),
+                on_event=events.append,
+                session_id=body.get("session_id"),
+                run_id=body.get("run_id"),
+                confirm=body.get("confirm"),
+            )
+
+    final = asyncio.run(streamed())
+    assert events[-1] is final
     return events, final
 
 
-def tool_steps(final: dict[str, Any]) -> list[tuple[str, Any]]:
+def tool_steps(final: dict[str, Any] | Run) -> list[tuple[str, Any]]:
+    if isinstance(final, Run):
+        return [(s.name, s.arguments) for s in final.tool_steps()]
     return [(s["name"], s["arguments"]) for s in final["steps"] if s["type"] == "tool"]
 
 

@@ -254,3 +254,31 @@ def test_the_document_lists_every_step_kind_and_outcome(spec):
     assert any(o.get("$ref", "").endswith("/StepOutcome") for o in step["error"]["anyOf"])
     assert schemas["StepKind"]["enum"] == [k.value for k in StepKind]
     assert schemas["StepOutcome"]["enum"] == [o.value for o in StepOutcome]
+
+
+def test_the_stream_s_events_are_listed_with_their_shapes(stack, spec):
+    """POST /v1/runs with stream: every event of a run (a confirmation's included) is one the
+    document names, and its data has the listed shape."""
+    from common import sse
+    from common.runs_protocol import EVENTS
+
+    answer = spec["paths"]["/v1/runs"]["post"]["responses"]["200"]["content"]
+    by_name = answer["text/event-stream"]["schema"]["discriminator"]["mapping"]
+    assert set(by_name) == set(EVENTS)
+    seen: list[str] = []
+    run_id = ""
+    body = {"input": "取消我表妹婚禮那張假", "stream": True}
+    with (
+        httpx.Client(base_url=stack.loop, headers=EMPLOYEE, timeout=60) as http,
+        http.stream("POST", "/v1/runs", json=body) as response,
+    ):
+        for event in sse.events(response.iter_lines()):
+            seen.append(event.event)
+            data = event.json()
+            validator(spec, {"$ref": by_name[event.event]}).validate({"event": event.event, **data})
+            if event.event == "run.started":
+                run_id = data["id"]
+            if event.event == "confirmation.requested":
+                path = f"/v1/runs/{run_id}/confirmations/{data['confirmation_id']}"
+                http.post(path, json={"action": "decline"}).raise_for_status()
+    assert {"run.started", "tool.finished", "confirmation.requested", "run.finished"} <= set(seen)

@@ -12,6 +12,7 @@ from mcp.types import ElicitResult
 from sqlalchemy import update
 
 from common.credentials import hash_token
+from common.runs_protocol import ConfirmationRequested, ToolFinished
 from common.sqlite import utcnow
 from loop.engine import CONFIRMATION_EXPIRED_ANSWER, LoopConfig, ToolInfo, ToolResult
 from loop.mcp_pool import current_confirm_handler
@@ -97,8 +98,8 @@ def cancelling_model(*after: Any) -> ScriptedModel:
 
 async def asked(runs: RunManager, run: ActiveRun) -> None:
     """Until the run (a streamed one) asks for a confirmation: by then it is saved."""
-    async for kind, _ in runs.events(run):
-        if kind == "confirmation.requested":
+    async for event in runs.events(run):
+        if isinstance(event, ConfirmationRequested):
             return
     raise AssertionError("the run ended without asking")
 
@@ -206,7 +207,7 @@ async def test_a_taken_over_question_nobody_answers_ends_the_run_cancelled(
     second.mark_interrupted()
     final = await asyncio.wait_for(second.active[run.id].outcome(), 10)
     assert final.status == "cancelled" and final.answer == CONFIRMATION_EXPIRED_ANSWER
-    assert final.reason == "cancelled: the confirmation was not answered within 1 s"
+    assert str(final.reason) == "cancelled: the confirmation was not answered within 1 s"
     (step,) = [s for s in final.steps or [] if s.type == "tool"]
     assert (step.name, step.error) == ("cancel_approved_leave", "cancelled")
     assert leaves.answers == [] and model.seen == []  # nothing was called, nothing decided
@@ -296,8 +297,8 @@ async def test_a_run_is_not_left_to_resume_while_another_write_of_its_turn_is_un
     assert not runs.resumable(run)  # the submit is still under way
     assert store.get_run(run.id, run.user_key).suspended is None
     release.set()
-    async for kind, data in runs.events(run):  # the submit comes back: now it may be resumed
-        if kind == "tool.finished" and data["name"] == "update_leave_status":
+    async for event in runs.events(run):  # the submit comes back: now it may be resumed
+        if isinstance(event, ToolFinished) and event.name == "update_leave_status":
             break
     assert runs.resumable(run) and applied == ["LV-2"]
     saved = store.get_run(run.id, run.user_key).suspended

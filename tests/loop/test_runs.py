@@ -29,10 +29,10 @@ async def test_a_store_failure_still_ends_the_run_and_its_stream(
     monkeypatch.setattr(store, "begin_run", broken)
     runs = manager(store)
     run = await runs.start("token", "查一下", session_id=None, confirm="decline", stream=True)
-    events = [kind async for kind, _ in runs.events(run)]
+    events = [event.event async for event in runs.events(run)]
     final = await asyncio.wait_for(run.task, 5)
     assert events[-1] == "run.finished"
-    assert final.status == "failed" and final.reason == "internal: OSError"
+    assert final.status == "failed" and str(final.reason) == "internal: OSError"
     assert runs.active == {}
 
 

@@ -44,17 +44,17 @@ def wedding_id(stack) -> str:
 def test_cancel_declined_keeps_the_leave_then_accepted_cancels_it(stack):
     leave_id = wedding_id(stack)
     events, final = stream_run(stack.loop, {"input": "取消我表妹婚禮那張假"}, answer="decline")
-    kinds = [k for k, _ in events]
+    kinds = [e.event for e in events]
     assert "confirmation.requested" in kinds and (
         "confirmation.resolved",
         {"outcome": "declined"},
-    ) in [(k, {"outcome": d.get("outcome")}) for k, d in events]
-    assert final["status"] == "completed" and "維持已核准" in final["answer"]
+    ) in [(e.event, {"outcome": getattr(e, "outcome", None)}) for e in events]
+    assert final.status == "completed" and "維持已核准" in final.answer
     assert leave_status(stack, leave_id) == "approved"
 
     events, final = stream_run(stack.loop, {"input": "取消我表妹婚禮那張假"}, answer="accept")
-    assert final["answer"].startswith("已取消假單") and leave_status(stack, leave_id) == "cancelled"
-    order = [k for k, _ in events]
+    assert final.answer.startswith("已取消假單") and leave_status(stack, leave_id) == "cancelled"
+    order = [e.event for e in events]
     assert order[0] == "run.started" and order[-1] == "run.finished"
     last = len(order) - 1 - order[::-1].index("tool.started")  # the cancel call
     assert order[last:].index("confirmation.requested") < order[last:].index("tool.finished")
@@ -64,10 +64,10 @@ def test_an_unanswered_confirmation_times_out_as_cancel(stack):
     found = post_run(stack, {"input": "查一下年度健康檢查的假單"}, MANAGER).json()
     leave_id = found["steps"][1]["result"]["leaves"][0]["leave_id"]
     _, final = stream_run(stack.loop, {"input": "取消我年度健康檢查那張假"}, MANAGER, answer=None)
-    assert final["status"] == "completed" and leave_id in final["answer"]
+    assert final.status == "completed" and leave_id in final.answer
     assert leave_status(stack, leave_id) == "approved"
-    cancel_step = next(s for s in final["steps"] if s["name"] == "cancel_approved_leave")
-    assert cancel_step["result"]["error"]["code"] == "confirmation_cancelled"
+    cancel_step = next(s for s in final.steps if s.name == "cancel_approved_leave")
+    assert cancel_step.result["error"]["code"] == "confirmation_cancelled"
 
 
 def test_non_streaming_runs_decline_by_default(stack):
@@ -241,8 +241,8 @@ def test_fifty_concurrent_streaming_runs_each_get_their_own_confirmation(stack, 
     assert not errors, errors[:3]
     for n, final in finals.items():
         expected = "cancelled" if n % 2 == 0 else "approved"
-        assert leave_status(stack, ids[n]) == expected, (n, final["answer"])
-        assert ids[n] in final["answer"]
+        assert leave_status(stack, ids[n]) == expected, (n, final.answer)
+        assert ids[n] in final.answer
 
 
 def confirmation_audit(stack, leave_id: str) -> list[tuple[str, str]]:

@@ -117,8 +117,8 @@ def tree(spans: list[ReceivedSpan]) -> str:
 
 def test_one_run_is_one_trace_from_the_loop_through_the_model_to_the_mcp_server(traced):
     _, final = stream_run(traced.loop, {"input": SEED_REQUEST})
-    assert final["status"] == "completed", final
-    record = httpx.get(f"{traced.loop}/v1/runs/{final['id']}", headers=EMPLOYEE).json()
+    assert final.status == "completed", final
+    record = httpx.get(f"{traced.loop}/v1/runs/{final.id}", headers=EMPLOYEE).json()
     model_steps = [s for s in record["steps"] if s["type"] == "model"]
     tool_steps = [s for s in record["steps"] if s["type"] == "tool"]
     assert [s["name"] for s in tool_steps] == ["search_leaves", "update_leave_status"]
@@ -129,8 +129,8 @@ def test_one_run_is_one_trace_from_the_loop_through_the_model_to_the_mcp_server(
             ("leave-mcp-server", f"tools/call {s['name']}") in names for s in tool_steps
         )
 
-    spans = run_trace(traced.receiver, final["id"], complete)
-    print(f"\nthe trace of {final['id']} ({spans[0].trace_id}):\n{tree(spans)}")
+    spans = run_trace(traced.receiver, final.id, complete)
+    print(f"\nthe trace of {final.id} ({spans[0].trace_id}):\n{tree(spans)}")
     by_id = {s.span_id: s for s in spans}
     assert {s.service for s in spans} == {"leave-loop", "modelsim", "leave-mcp-server"}
     # one root, the run's request (FastAPI's span), and every other span's parent is in the
@@ -145,7 +145,7 @@ def test_one_run_is_one_trace_from_the_loop_through_the_model_to_the_mcp_server(
     # the run: its usage is the record's
     assert root.attributes["gen_ai.operation.name"] == "invoke_agent"
     assert root.attributes["gen_ai.agent.name"] == "leave-copilot"
-    assert root.attributes["gen_ai.conversation.id"] == final["session_id"]
+    assert root.attributes["gen_ai.conversation.id"] == final.session_id
     assert root.attributes["gen_ai.usage.input_tokens"] == record["usage"]["prompt_tokens"] > 0
     assert root.attributes["gen_ai.usage.output_tokens"] == record["usage"]["completion_tokens"]
     assert root.attributes["leave_loop.status"] == "completed"

@@ -24,6 +24,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from common import sse
+from common.runs_protocol import ConfirmationRequested
 from mcp_server.storage import AuditEntry, Database, Leave
 from stack.processes import free_port, running, seed_database
 from tests.loop.helpers import stream_run
@@ -207,7 +208,8 @@ def cancels_applied(db_url: str) -> list[str]:
 def streamed_run(loop: str, answer: str | None) -> tuple[list[str], dict[str, Any]]:
     """One streamed run; every confirmation is answered with `answer` (None: never answered)."""
     events, final = stream_run(loop, {"input": "查一下我的假單"}, HEADERS, answer)
-    return [data["message"] for kind, data in events if kind == "confirmation.requested"], final
+    asked = [e.message for e in events if isinstance(e, ConfirmationRequested)]
+    return asked, final.model_dump(mode="json")  # as a run answered whole is read here
 
 
 def cancel_attempts(final: dict[str, Any]) -> list[tuple[str, str | None]]:

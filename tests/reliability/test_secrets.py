@@ -119,9 +119,9 @@ def test_no_secret_reaches_a_log_an_error_body_or_a_record(postgres: PostgresSer
             _events, final = stream_run(
                 loop, {"input": "取消我表妹婚禮那張假"}, good, answer=answer
             )
-            bodies.append(str(final))
-        assert final["status"] == "completed"
-        keep(httpx.get(f"{loop}/v1/runs/{final['id']}", headers=good))
+            bodies.append(final.model_dump_json())
+        assert final.status == "completed"
+        keep(httpx.get(f"{loop}/v1/runs/{final.id}", headers=good))
         # what does not: a refused token (twice: the second is refused from memory), a
         # malformed one, none, a demo token in production, someone else's run, the facade
         refused = {"Authorization": f"Bearer {bad_token}"}
