@@ -77,9 +77,14 @@ ENV_END = "# ==== end of the generated settings ===="
 
 
 def source_of(settings: type[BaseSettings]) -> str:
-    """The file that defines the class, relative to the repository (for the headers)."""
-    module = sys.modules[settings.__module__].__file__ or ""
-    return str(Path(module).relative_to(REPO_ROOT))
+    """The files that define the class and the settings classes it extends, relative to the
+    repository (for the headers): CalculatorSettings' prices are CostSettings'."""
+    files: list[str] = []
+    for cls in settings.__mro__:
+        if issubclass(cls, BaseSettings) and cls is not BaseSettings:
+            module = sys.modules[cls.__module__].__file__ or ""
+            files += [str(Path(module).relative_to(REPO_ROOT))]
+    return " and ".join(dict.fromkeys(files))
 
 
 def name_of(settings: type[BaseSettings], field: str) -> str:
