@@ -230,6 +230,10 @@ kubernetes-render: $(SYNCED) ## render every Kubernetes overlay into var/k8s/<ov
 kubernetes-generate: $(SYNCED) ## rewrite deploy/k8s's generated manifests from monitoring/ and deploy/postgres/initdb
 	$(PY) -m stack.k8s_generated
 
+.PHONY: settings-generate
+settings-generate: $(SYNCED) ## rewrite docs/configuration.md's settings tables, deploy/.env.example's service settings and deploy/k8s/base/*.env from the settings classes
+	$(PY) -m stack.settings_generated
+
 .PHONY: test-reliability
 test-reliability: $(SYNCED) ## tier: PostgreSQL, two MCP replicas, chaos under load, prompt injection, secrets (about 3 minutes)
 	$(PY) -m pytest -m reliability tests/reliability -rP

@@ -20,6 +20,8 @@ from prometheus_client.registry import Collector
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from common.settings_meta import deployed
+
 SECONDS_PER_HOUR = 3600
 PER_MILLION = 1_000_000
 # Beyond any list price of 2026 by two orders of magnitude: a value past these is a typo.
@@ -36,12 +38,26 @@ class CostSettings(BaseSettings):
         le=MAX_GPU_HOURLY_USD,
         allow_inf_nan=False,
         description="What the GPU host costs per hour (on-demand).",
+        json_schema_extra=deployed(env=True, configmap=True),
     )
     api_input_usd_per_million: float = Field(
-        0.25, ge=0, le=MAX_API_USD_PER_MILLION, allow_inf_nan=False
+        0.25,
+        ge=0,
+        le=MAX_API_USD_PER_MILLION,
+        allow_inf_nan=False,
+        description=(
+            "Commercial API input price per 1M tokens, to compare with (default: a "
+            "small model, 2026)."
+        ),
+        json_schema_extra=deployed(env=True, configmap=True),
     )
     api_output_usd_per_million: float = Field(
-        2.00, ge=0, le=MAX_API_USD_PER_MILLION, allow_inf_nan=False
+        2.00,
+        ge=0,
+        le=MAX_API_USD_PER_MILLION,
+        allow_inf_nan=False,
+        description="Commercial API output price per 1M tokens.",
+        json_schema_extra=deployed(env=True, configmap=True),
     )
 
 

@@ -27,76 +27,142 @@ class Step(NamedTuple):
 class LoadSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="LOAD_", extra="ignore")
 
-    # Empty: the running local stack's (make dev, make demo: .run/), else the default port.
     loop_url: str = Field(
-        "", description=f"the loop's base URL (empty: the local stack's, else {DEFAULT_LOOP_URL})"
+        "",
+        description=(
+            "The loop's base URL; empty: the running local stack's (`.run/urls.json`,"
+            f" which follows `LOOP_PUBLISHED_PORT`), else {DEFAULT_LOOP_URL}. "
+            "Nothing answering where the chosen users need it ends the run at once, "
+            "one line naming the URL."
+        ),
     )
     model_url: str = Field(
         "",
-        description="vLLM's OpenAI base URL, also asked what serves (empty: the local stack's, "
-        f"else {DEFAULT_MODEL_URL})",
+        description=(
+            "vLLM's OpenAI base URL, for the model users and to ask what serves the "
+            "load; empty: the running local stack's (which follows "
+            f"`LOCAL_MODEL_PORT`), else {DEFAULT_MODEL_URL}."
+        ),
     )
     mcp_url: str = Field(
         "",
-        description="the MCP server on which agent and facade users make their own leaves "
-        f"(empty: the local stack's, else {DEFAULT_MCP_URL})",
+        description=(
+            "The MCP server, on which agent and facade users make their own leaves; "
+            "empty: the running local stack's (which follows `MCP_PUBLISHED_PORT`), "
+            f"else {DEFAULT_MCP_URL}."
+        ),
     )
-    token: str = Field("demo-token-employee", description="the employee every user acts as")
+    token: str = Field(
+        "demo-token-employee",
+        description="The employee the agent and facade users act as (bearer token).",
+    )
     manager_token: str = Field(
-        "demo-token-manager", description="their manager: approves the users' own leaves"
+        "demo-token-manager",
+        description=(
+            "That employee's manager: approves the users' own leaves, rejects what a submit left."
+        ),
     )
     # The default is the sweep `make demo` ends with: agent users, 2 to 8, back to back (no
     # think time), so that both measure the same capacity at the SLO.
     user_classes: str = Field(
-        "agent", description="Which users run, comma-separated: agent, model, facade."
+        "agent",
+        description=(
+            "Which users run, comma-separated: `agent` (runs API), `facade` (the "
+            "loop's chat-completions facade), `model` (vLLM directly)."
+        ),
     )
-    shape: Literal["constant", "steps", "spike"] = "steps"
+    shape: Literal["constant", "steps", "spike"] = Field(
+        "steps",
+        description=(
+            "`steps`, `constant` (`LOAD_USERS` for `LOAD_DURATION_SECONDS`) or "
+            "`spike` ([shapes](loadtest.md#the-shapes))."
+        ),
+    )
     users: int = Field(
-        2, ge=1, description="constant: users; steps: users of the first step; spike: baseline"
+        2,
+        ge=1,
+        description="Constant: the users; steps: the first step's users; spike: the baseline.",
     )
-    step_users: int = Field(2, ge=1, description="users added per step")
-    steps: int = Field(4, ge=1)
-    step_seconds: float = Field(8.0, gt=0)
+    step_users: int = Field(
+        2,
+        ge=1,
+        description=(
+            "Steps: users added per step (the default sweep: 2, 4, 6, 8 users, the "
+            "one `make demo` ends with)."
+        ),
+    )
+    steps: int = Field(4, ge=1, description="Steps: how many.")
+    step_seconds: float = Field(8.0, gt=0, description="Steps: how long each lasts.")
     stop_at_break: bool = Field(
-        True, description="steps: end the sweep after the first step that misses the SLO"
+        True, description="Steps: end the sweep after the first step that misses the SLO."
     )
-    duration_seconds: float = Field(30.0, gt=0, description="constant and spike shapes")
-    spike_factor: float = Field(4.0, gt=1, description="spike: users × this during the spike")
-    spike_start_seconds: float = Field(10.0, gt=0, description="spike: baseline before it")
-    spike_seconds: float = Field(10.0, gt=0, description="spike: how long it lasts")
-    spawn_rate: float = Field(50.0, gt=0)
+    duration_seconds: float = Field(
+        30.0,
+        gt=0,
+        description=(
+            "Constant and spike: the whole length (with the steps shape it is "
+            "refused: it would do nothing)."
+        ),
+    )
+    spike_factor: float = Field(4.0, gt=1, description="Spike: users × this during the spike.")
+    spike_start_seconds: float = Field(10.0, gt=0, description="Spike: the baseline before it.")
+    spike_seconds: float = Field(
+        10.0,
+        gt=0,
+        description="Spike: how long it lasts (it must end before `LOAD_DURATION_SECONDS`).",
+    )
+    spawn_rate: float = Field(50.0, gt=0, description="Users started per second.")
     think_seconds: float = Field(
         0.0,
         ge=0,
-        description="mean pause between an agent's runs (0: back to back, which measures "
-        "capacity; a person's pause models a population of users)",
+        description=(
+            "Mean pause between an agent's runs (0: back to back, which is what "
+            "measures capacity; a pause models a population of people)."
+        ),
     )
-    model_think_seconds: float = Field(0.0, ge=0)
-    max_tokens: int = Field(256, ge=1, description="max_tokens of the model user's requests")
-    results_dir: str = "var/loadtest"
+    model_think_seconds: float = Field(
+        0.0, ge=0, description="Mean pause between a model user's requests."
+    )
+    max_tokens: int = Field(256, ge=1, description="The model user's `max_tokens`.")
+    results_dir: str = Field("var/loadtest", description="Where result folders go.")
     prometheus_url: str = Field(
         "",
-        description="Prometheus for each step's server-side figures; empty: make dev's while "
-        "it runs; off: none",
+        description=(
+            "Prometheus for each step's GPU busy, vLLM TTFT p95 and KV-cache figures;"
+            " empty: `make dev`'s while it runs; `off`: none."
+        ),
     )
     web_port: int = Field(
         0,
         ge=0,
         le=65535,
-        description="serve Locust's web UI on this port during the run (0: headless); "
-        "the run ends with the shape or on Ctrl-C, and writes the summary",
+        description=(
+            "Serve Locust's web UI on this port during the run (`0`: headless); the "
+            "run ends with the shape or on Ctrl-C, and writes the summary."
+        ),
     )
-    web_host: str = Field("127.0.0.1", description="interface the web UI binds to")
+    web_host: str = Field("127.0.0.1", description="Interface the web UI binds to.")
     # the bundle's service level (common/slo.py), which the alerts and dashboards use too
-    slo_ttft_p99_ms: float = Field(slo.TTFT_P99_SECONDS * 1000, gt=0)
-    slo_itl_p99_ms: float = Field(slo.ITL_P99_SECONDS * 1000, gt=0)
-    slo_run_p95_ms: float = Field(slo.RUN_P95_SECONDS * 1000, gt=0)
+    slo_ttft_p99_ms: float = Field(
+        slo.TTFT_P99_SECONDS * 1000, gt=0, description="SLO: time to first token, p99."
+    )
+    slo_itl_p99_ms: float = Field(
+        slo.ITL_P99_SECONDS * 1000, gt=0, description="SLO: gap between tokens, p99."
+    )
+    slo_run_p95_ms: float = Field(
+        slo.RUN_P95_SECONDS * 1000, gt=0, description="SLO: run latency, p95."
+    )
     slo_facade_run_p95_ms: float = Field(
         slo.RUN_P95_SECONDS * 1000,
         gt=0,
-        description="run latency p95 through the chat-completions facade",
+        description="SLO: run latency p95 through the chat-completions facade.",
     )
-    slo_max_error_ratio: float = Field(slo.MAX_ERROR_RATIO, ge=0, le=1)
+    slo_max_error_ratio: float = Field(
+        slo.MAX_ERROR_RATIO,
+        ge=0,
+        le=1,
+        description="Errors a step may have and still meet the SLO.",
+    )
 
     @field_validator("user_classes")
     @classmethod

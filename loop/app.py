@@ -2,8 +2,8 @@
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import httpx2
@@ -45,33 +45,40 @@ TELEMETRY: TelemetryConfig = {
 def create_app(settings: LoopSettings | None = None, store: RunStore | None = None) -> FastAPI:
     """The loop's app; `store` if it is already open (the app disposes of it at shutdown)."""
     settings = settings or LoopSettings()
-    opened_store = store
     metrics = LoopMetrics(settings.model_name, settings.model_revision)
+    app = FastAPI(
+        title="leave-copilot agent loop",
+        version="0.1.0",
+        description="A thin native agent loop between a tool-calling model and the leave MCP "
+        "server: runs, streaming, confirmations over HTTP, sessions, step records.",
+        lifespan=_lifespan(settings, metrics, store),
+        responses=errors(413, 431),  # every route: see the limits below
+        docs_url=None,  # docs.install serves them without a CDN
+        redoc_url=None,
+        telemetry=TELEMETRY,
+    )
+    _install_routes(app, settings)
+    _drop_the_facades_422(app)
+    return app
+
+
+Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
+
+
+def _lifespan(
+    settings: LoopSettings, metrics: LoopMetrics, opened_store: RunStore | None
+) -> Lifespan:
+    """What the app holds while it serves: the run store, the MCP connections, the model
+    client and the run manager with its lease; shut down in the order that lets runs record
+    how they ended."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         store = opened_store or RunStore(settings.store_url)
-        pool = McpPool(
-            settings.mcp_url,
-            connect_timeout=settings.mcp_connect_timeout_seconds,
-            read_timeout=settings.tool_timeout_seconds + settings.confirmation_timeout_seconds,
-            recheck_seconds=settings.rejected_token_cache_seconds,
-        )
+        pool = _mcp_pool(settings)
         model = _model(settings, metrics)
         rejected = RejectedTokens(settings.rejected_token_cache_seconds)
-        manager = RunManager(
-            pool=pool,
-            model=model,
-            streaming_model=model.streaming(),
-            config=_loop_config(settings),
-            store=store,
-            metrics=metrics,
-            max_concurrent_runs=settings.max_concurrent_runs,
-            session_max_messages=settings.session_max_messages,
-            instance_id=settings.identity,
-            lease_seconds=settings.lease_seconds,
-            rejected=rejected,
-        )
+        manager = _run_manager(settings, metrics, store, pool, model, rejected)
         manager.mark_interrupted()
         lease = asyncio.create_task(manager.keep_lease())
         app.state.settings = settings
@@ -93,17 +100,10 @@ def create_app(settings: LoopSettings | None = None, store: RunStore | None = No
             await app.state.probe.aclose()
             store.dispose()
 
-    app = FastAPI(
-        title="leave-copilot agent loop",
-        version="0.1.0",
-        description="A thin native agent loop between a tool-calling model and the leave MCP "
-        "server: runs, streaming, confirmations over HTTP, sessions, step records.",
-        lifespan=lifespan,
-        responses=errors(413, 431),  # every route: see the limits below
-        docs_url=None,  # docs.install serves them without a CDN
-        redoc_url=None,
-        telemetry=TELEMETRY,
-    )
+    return lifespan
+
+
+def _install_routes(app: FastAPI, settings: LoopSettings) -> None:
     # Outermost: oversized headers, and bodies, are refused before anything parses or
     # forwards them (a body without Content-Length once more than the limit has arrived).
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, render=error_body)
@@ -114,6 +114,8 @@ def create_app(settings: LoopSettings | None = None, store: RunStore | None = No
     handlers.install(app)
     docs.install(app)
 
+
+def _drop_the_facades_422(app: FastAPI) -> None:
     document = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -124,7 +126,38 @@ def create_app(settings: LoopSettings | None = None, store: RunStore | None = No
         return schema
 
     app.openapi = openapi  # type: ignore[method-assign]
-    return app
+
+
+def _mcp_pool(settings: LoopSettings) -> McpPool:
+    return McpPool(
+        settings.mcp_url,
+        connect_timeout=settings.mcp_connect_timeout_seconds,
+        read_timeout=settings.tool_timeout_seconds + settings.confirmation_timeout_seconds,
+        recheck_seconds=settings.rejected_token_cache_seconds,
+    )
+
+
+def _run_manager(
+    settings: LoopSettings,
+    metrics: LoopMetrics,
+    store: RunStore,
+    pool: McpPool,
+    model: OpenAIChatModel,
+    rejected: RejectedTokens,
+) -> RunManager:
+    return RunManager(
+        pool=pool,
+        model=model,
+        streaming_model=model.streaming(),
+        config=_loop_config(settings),
+        store=store,
+        metrics=metrics,
+        max_concurrent_runs=settings.max_concurrent_runs,
+        session_max_messages=settings.session_max_messages,
+        instance_id=settings.identity,
+        lease_seconds=settings.lease_seconds,
+        rejected=rejected,
+    )
 
 
 def _model(settings: LoopSettings, metrics: LoopMetrics) -> OpenAIChatModel:

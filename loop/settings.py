@@ -9,62 +9,217 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from common.contract import SYSTEM_PROMPT
 from common.entrypoint import CommaList, DatabaseUrl, HttpUrl, LogLevel, OptionalHttpUrl
+from common.settings_meta import deployed
 
 
 class LoopSettings(BaseSettings):
     # compose passes a variable a site left unset as empty: empty means the default
     model_config = SettingsConfigDict(env_prefix="LOOP_", extra="ignore", env_ignore_empty=True)
 
-    host: str = "127.0.0.1"
-    port: int = Field(8080, ge=1, le=65535)
-    model_base_url: HttpUrl = Field("http://127.0.0.1:8000/v1", description="OpenAI-compatible /v1")
-    model_name: str = "leave-copilot"
-    model_revision: str = Field("", max_length=200, description="Which weights serve it.")
-    model_api_key: SecretStr = SecretStr("EMPTY")
-    mcp_url: HttpUrl = "http://127.0.0.1:8090/mcp"
-    max_turns: int = Field(8, ge=1, le=64)
-    system_prompt: str = SYSTEM_PROMPT
-    stop_tools: CommaList = Field(default_factory=list)
-    temperature: float = Field(0.0, ge=0, le=2)
-    max_tokens: int | None = Field(None, ge=1)
+    host: str = Field(
+        "127.0.0.1",
+        description="Interface to bind (`0.0.0.0` in containers).",
+        json_schema_extra=deployed(configmap="0.0.0.0"),
+    )
+    port: int = Field(
+        8080,
+        ge=1,
+        le=65535,
+        description="Port of the loop API.",
+        json_schema_extra=deployed(configmap=True),
+    )
+    model_base_url: HttpUrl = Field(
+        "http://127.0.0.1:8000/v1",
+        description="OpenAI-compatible endpoint (vLLM's router, or the simulator).",
+        json_schema_extra=deployed(configmap="http://vllm-router:8000/v1"),
+    )
+    model_name: str = Field(
+        "leave-copilot",
+        description="Model name the loop asks for (the served name, or the LoRA adapter's).",
+        json_schema_extra=deployed(env=True, configmap=True),
+    )
+    model_revision: str = Field(
+        "",
+        max_length=200,
+        description=(
+            "Which weights serve (compose: from `VLLM_MODEL_REVISION` or their "
+            "fingerprint), exported as `leave_loop_model_info{model,revision} 1`."
+        ),
+    )
+    model_api_key: SecretStr = Field(
+        SecretStr("EMPTY"),
+        description="Bearer key for the model endpoint (compose and Kubernetes: `VLLM_API_KEY`).",
+        json_schema_extra=deployed(secret=True),
+    )
+    mcp_url: HttpUrl = Field(
+        "http://127.0.0.1:8090/mcp",
+        description="The leave MCP server.",
+        json_schema_extra=deployed(configmap="http://mcp-server:8090/mcp"),
+    )
+    max_turns: int = Field(
+        8,
+        ge=1,
+        le=64,
+        description="Model turns per run.",
+        json_schema_extra=deployed(env=True, configmap=True),
+    )
+    system_prompt: str = Field(
+        SYSTEM_PROMPT,
+        description="The system prompt: the three sentences the model was trained with.",
+    )
+    stop_tools: CommaList = Field(
+        default_factory=list,
+        description=(
+            "Comma-separated tools whose call ends the run with its arguments as `result`."
+        ),
+    )
+    temperature: float = Field(0.0, ge=0, le=2, description="Sampling temperature.")
+    max_tokens: int | None = Field(
+        None,
+        ge=1,
+        description=(
+            "`max_tokens` per model call; also what is kept free in the context for "
+            "the answer (512 when unset)."
+        ),
+    )
     model_context_tokens: int | None = Field(
-        None, ge=256, description="The model's context length; unset: as /v1/models lists it."
+        None,
+        ge=256,
+        description=(
+            "The model's context length; unset: `max_model_len` from the endpoint's `/v1/models`."
+        ),
     )
-    tool_result_max_tokens: int = Field(1024, ge=64, description="Longer tool results are cut.")
-    model_timeout_seconds: float = Field(60.0, gt=0)
-    model_max_retries: int = Field(3, ge=0, le=10)
-    model_retry_backoff_seconds: float = Field(0.5, ge=0)
-    tool_timeout_seconds: float = Field(30.0, gt=0)
-    mcp_connect_timeout_seconds: float = Field(10.0, gt=0)
-    confirmation_timeout_seconds: float = Field(120.0, gt=0)
-    tool_concurrency: int = Field(4, ge=1, le=64)
-    max_concurrent_runs: int = Field(64, ge=1)
-    session_max_messages: int = Field(40, ge=2, description="History kept per session.")
-    store_url: DatabaseUrl = "sqlite:///var/loop.db"
-    agent_model_name: str = Field("leave-copilot-agent", description="Model name of the facade.")
+    tool_result_max_tokens: int = Field(
+        1024,
+        ge=64,
+        description=(
+            "A longer tool result is cut to this (a list keeps valid JSON and says "
+            "how much was left out)."
+        ),
+    )
+    model_timeout_seconds: float = Field(60.0, gt=0, description="Timeout of each model call.")
+    model_max_retries: int = Field(
+        3, ge=0, le=10, description="Retries on 429 / 5xx / connection errors / timeouts."
+    )
+    model_retry_backoff_seconds: float = Field(
+        0.5,
+        ge=0,
+        description="First backoff, doubled per retry (a `Retry-After` wins, capped at 30 s).",
+    )
+    tool_timeout_seconds: float = Field(
+        30.0,
+        gt=0,
+        description=(
+            "Timeout of each tool call (plus the confirmation timeout for destructive tools)."
+        ),
+    )
+    mcp_connect_timeout_seconds: float = Field(
+        10.0, gt=0, description="Timeout of opening an MCP connection."
+    )
+    confirmation_timeout_seconds: float = Field(
+        120.0,
+        gt=0,
+        description="Seconds a confirmation waits for the person before it counts as cancelled.",
+        json_schema_extra=deployed(env=True, configmap=True),
+    )
+    tool_concurrency: int = Field(4, ge=1, le=64, description="Tool calls of one turn run at once.")
+    max_concurrent_runs: int = Field(
+        64,
+        ge=1,
+        description="Runs executing at once (the rest wait).",
+        json_schema_extra=deployed(env=True, configmap=True),
+    )
+    session_max_messages: int = Field(
+        40, ge=2, description="History stored per session (what is sent is bounded by tokens)."
+    )
+    store_url: DatabaseUrl = Field(
+        "sqlite:///var/loop.db",
+        description=(
+            "Run records and sessions (SQLAlchemy URL): SQLite or PostgreSQL "
+            "(`postgresql://…`). Compose: the SQLite file in the `loop-data` volume, "
+            "or `postgresql://leave:${POSTGRES_PASSWORD}@postgres:5432/loop` with the"
+            " `postgres` profile."
+        ),
+        json_schema_extra=deployed(env="sqlite:////data/loop.db", secret=True),
+    )
+    agent_model_name: str = Field(
+        "leave-copilot-agent", description="Model name of the OpenAI-compatible facade."
+    )
     otlp_traces_endpoint: OptionalHttpUrl = Field(
-        None, description="OTLP/HTTP traces URL (…/v1/traces); unset: no traces exported."
+        None,
+        description=(
+            "OTLP/HTTP traces URL (`…/v1/traces`): each run as a trace "
+            "(`invoke_agent`, `chat`, `execute_tool`, with the OpenTelemetry GenAI "
+            "attributes), its `traceparent` sent on to the model and the MCP server; "
+            "unset: no exporter (compose: `OTLP_TRACES_ENDPOINT`; "
+            "[Traces](operations.md#traces))."
+        ),
+        json_schema_extra=deployed(configmap=True),
     )
-    trace_log: bool = Field(False, description="Also log each span as a JSON line (loop.trace).")
-    max_header_bytes: int = Field(16384, ge=1024, description="Larger request headers → 431.")
-    max_body_bytes: int = Field(1_048_576, ge=1024, description="Larger request bodies → 413.")
+    trace_log: bool = Field(
+        False,
+        description=(
+            "Also log every span as one JSON line on the `loop.trace` logger (trace "
+            "and parent ids, name, start, duration, attributes): traces without a "
+            "collector."
+        ),
+    )
+    max_header_bytes: int = Field(
+        16384, ge=1024, description="Request headers larger than this in total → 431."
+    )
+    max_body_bytes: int = Field(
+        1_048_576,
+        ge=1024,
+        description=(
+            "Request bodies larger than this → 413, on every route, before the body "
+            "is parsed (also one sent without `Content-Length`)."
+        ),
+    )
     rejected_token_cache_seconds: float = Field(
-        30.0, ge=0, description="How long a token the MCP server refused is refused unasked."
+        30.0,
+        ge=0,
+        description=(
+            "A token the MCP server refused (revoked, expired) is refused unasked "
+            "this long: the most a revoked token keeps working through the loop (`0`:"
+            " always ask)."
+        ),
+        json_schema_extra=deployed(env=True, configmap=True),
     )
     auth_failure_limit: int = Field(
-        20, ge=1, description="Failed authentications per client address per window."
+        20,
+        ge=1,
+        description=(
+            "Failed authentications per client address per window; more → 429 with `Retry-After`."
+        ),
     )
-    auth_failure_window_seconds: float = Field(60.0, gt=0)
+    auth_failure_window_seconds: float = Field(
+        60.0, gt=0, description="The window of `LOOP_AUTH_FAILURE_LIMIT`."
+    )
     instance_id: str | None = Field(
         None,
         max_length=128,
-        description="This loop's name on a store other loops share; unset: host name:port "
-        "(a container's host name is its own).",
+        description=(
+            "This loop's name on a store other loops share: the runs it starts are "
+            "its own; stable across its restarts (a container's host name is its "
+            "own), distinct for two loops on one host."
+        ),
+        json_schema_extra=deployed(shown_default="host name:port"),
     )
     lease_seconds: float = Field(
-        30.0, ge=1, description="A loop that stops renewing for this long loses its runs."
+        30.0,
+        ge=1,
+        description=(
+            "A loop renews its lease a third of this apart; one that stops renewing "
+            "this long (it died and did not come back) has its running runs marked "
+            "interrupted by the others (those waiting for a confirmation are taken "
+            "over instead); set the same on every loop of a store."
+        ),
     )
-    log_level: LogLevel = "info"
+    log_level: LogLevel = Field(
+        "info",
+        description="The loop's log level.",
+        json_schema_extra=deployed(env=True, configmap=True),
+    )
 
     @property
     def identity(self) -> str:

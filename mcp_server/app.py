@@ -11,6 +11,7 @@ import anyio
 import anyio.to_thread
 from mcp.server.auth.routes import cors_middleware
 from mcp.server.auth.settings import AuthSettings
+from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import AnyHttpUrl
@@ -90,6 +91,25 @@ def create_app(settings: ServerSettings, database: Database | None = None) -> AS
             validate_token_resource=False,
         ),
     )
+    add_probes(server, database, metrics)
+    app = server.streamable_http_app(
+        streamable_http_path="/mcp",
+        transport_security=transport_security(settings),
+        host=settings.host,
+    )
+    audit_while_serving(app, service, metrics, settings.confirmation_ttl_seconds)
+    name_the_issuer_as_set(app, settings)
+    served: ASGIApp = CountAuthFailures(SignInOutage(app), metrics)
+    # A tool call continues the caller's trace: the SDK reads it from the request's `_meta`,
+    # this from the HTTP `traceparent` header (a client that sends only that).
+    traced = TraceContext(served) if settings.otlp_traces_endpoint else served
+    # uvicorn's parser reads header fields of any size: a 5 MB Authorization header was read,
+    # hashed and looked up. Refused first, before anything else sees it.
+    return HeaderSizeLimit(traced, settings.max_header_bytes)
+
+
+def add_probes(server: MCPServer, database: Database, metrics: ServerMetrics) -> None:
+    """/healthz (the process answers), /readyz (and its database does), /metrics."""
 
     @server.custom_route("/healthz", methods=["GET"])
     async def healthz(_: Request) -> Response:
@@ -109,31 +129,21 @@ def create_app(settings: ServerSettings, database: Database | None = None) -> AS
     async def prometheus_metrics(_: Request) -> Response:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
-    app = server.streamable_http_app(
-        streamable_http_path="/mcp",
-        transport_security=transport_security(settings),
-        host=settings.host,
-    )
+
+def audit_while_serving(
+    app: Starlette, service: LeaveService, metrics: ServerMetrics, ttl_seconds: float
+) -> None:
+    """The SDK's lifespan, with the audit of abandoned confirmations running beside it."""
     sdk_lifespan = app.router.lifespan_context
 
     @asynccontextmanager
     async def lifespan(app_: object) -> AsyncIterator[None]:
         async with sdk_lifespan(app_), anyio.create_task_group() as tasks:
-            tasks.start_soon(
-                audit_abandoned_confirmations, service, metrics, settings.confirmation_ttl_seconds
-            )
+            tasks.start_soon(audit_abandoned_confirmations, service, metrics, ttl_seconds)
             yield
             tasks.cancel_scope.cancel()
 
     app.router.lifespan_context = lifespan
-    name_the_issuer_as_set(app, settings)
-    served: ASGIApp = CountAuthFailures(SignInOutage(app), metrics)
-    # A tool call continues the caller's trace: the SDK reads it from the request's `_meta`,
-    # this from the HTTP `traceparent` header (a client that sends only that).
-    traced = TraceContext(served) if settings.otlp_traces_endpoint else served
-    # uvicorn's parser reads header fields of any size: a 5 MB Authorization header was read,
-    # hashed and looked up. Refused first, before anything else sees it.
-    return HeaderSizeLimit(traced, settings.max_header_bytes)
 
 
 RESOURCE_METADATA = "/.well-known/oauth-protected-resource"

@@ -12,9 +12,12 @@ from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from common.entrypoint import CommaList, DatabaseUrl, HttpUrl, LogLevel, OptionalHttpUrl
+from common.settings_meta import deployed
 
+# The development key deploy/.env.example ships; production refuses it (and any placeholder).
+DEVELOPMENT_STATE_KEY = "dev-elicitation-state-key-not-for-production-use-000000"
 # Placeholders shipped in examples; a production server refuses to start with any of them.
-KNOWN_DEFAULT_SECRETS = frozenset({"dev-elicitation-state-key-not-for-production-use-000000"})
+KNOWN_DEFAULT_SECRETS = frozenset({DEVELOPMENT_STATE_KEY})
 
 MIN_KEY_CHARACTERS = 32
 MIN_DISTINCT_CHARACTERS = 8
@@ -59,50 +62,154 @@ class ServerSettings(BaseSettings):
     # compose passes a variable a site left unset as empty: empty means the default
     model_config = SettingsConfigDict(env_prefix="MCP_", extra="ignore", env_ignore_empty=True)
 
-    host: str = Field("127.0.0.1", description="Interface to bind; 0.0.0.0 only in containers.")
-    port: int = Field(8090, ge=1, le=65535)
-    database_url: DatabaseUrl = Field("sqlite:///var/leave.db", description="SQLAlchemy URL.")
-    env: Literal["development", "production"] = "development"
-    language: Literal["zh-TW", "en"] = Field("zh-TW", description="Language of tool messages.")
-    # Host headers the DNS-rebinding guard accepts; add the compose service name or proxy host.
+    host: str = Field(
+        "127.0.0.1",
+        description="Interface to bind (`0.0.0.0` in containers).",
+        json_schema_extra=deployed(configmap="0.0.0.0"),
+    )
+    port: int = Field(
+        8090,
+        ge=1,
+        le=65535,
+        description="Port of the MCP server.",
+        json_schema_extra=deployed(configmap=True),
+    )
+    database_url: DatabaseUrl = Field(
+        "sqlite:///var/leave.db",
+        description=(
+            "The leave database (SQLAlchemy URL): SQLite (WAL mode, "
+            "`synchronous=NORMAL`) or PostgreSQL, "
+            "`postgresql://user:password@host:5432/db` (the psycopg 3 driver is "
+            "installed; the same tests pass on both). Compose: the SQLite file in the"
+            " `mcp-data` volume, or "
+            "`postgresql://leave:${POSTGRES_PASSWORD}@postgres:5432/leave` with the "
+            "`postgres` profile."
+        ),
+        json_schema_extra=deployed(env="sqlite:////data/leave.db", secret=True),
+    )
+    env: Literal["development", "production"] = Field(
+        "development",
+        description=(
+            "`production` refuses demo tokens and default secrets, and its seed job "
+            "writes no demo data."
+        ),
+        json_schema_extra=deployed(env=True, configmap="production"),
+    )
+    language: Literal["zh-TW", "en"] = Field(
+        "zh-TW",
+        description="Language of the tool messages the model reads: `zh-TW` or `en`.",
+        json_schema_extra=deployed(env=True, configmap=True),
+    )
     allowed_hosts: CommaList = Field(
-        default_factory=lambda: list(LOOPBACK_HOSTS), description="Comma-separated."
+        default_factory=lambda: list(LOOPBACK_HOSTS),
+        description=(
+            "Comma-separated Host headers the DNS-rebinding guard accepts; compose "
+            "and Kubernetes add `mcp-server:8090`."
+        ),
+        json_schema_extra=deployed(configmap="mcp-server:8090,127.0.0.1:*,localhost:*"),
     )
     allowed_origins: CommaList = Field(
-        default_factory=lambda: list(LOOPBACK_ORIGINS), description="Comma-separated."
+        default_factory=lambda: list(LOOPBACK_ORIGINS),
+        description="Comma-separated Origin headers accepted.",
     )
-    # Seals elicitation state between rounds; share it across workers/replicas. Comma-separated
-    # to rotate: the first key seals, every key opens (docs/operations.md#secrets).
-    elicitation_state_key: SecretStr | None = None
+    elicitation_state_key: SecretStr | None = Field(
+        None,
+        description=(
+            "Seals confirmation state between requests: 32+ random characters, e.g. "
+            '`python -c "import secrets; print(secrets.token_hex(32))"` (production '
+            "refuses a short, guessable or shipped key: [Production "
+            "mode](operations.md#production-mode)); share it across replicas; a "
+            "comma-separated ring to rotate: the first seals, all open "
+            "([secrets](operations.md#secrets)). Unset: a key per process "
+            "(development only)."
+        ),
+        json_schema_extra=deployed(env=DEVELOPMENT_STATE_KEY, secret=True),
+    )
     confirmation_ttl_seconds: float = Field(
         600.0,
         gt=0,
-        description="An unanswered confirmation expires, and is audited as abandoned, after this.",
+        description=(
+            "How long a confirmation's answer is accepted; an unanswered one is then "
+            "audited as `abandoned`."
+        ),
     )
     public_url: HttpUrl | None = Field(
-        None, description="Externally visible base URL, used in auth metadata."
+        None,
+        description=(
+            "External base URL, used in the OAuth resource metadata; unset: `http://HOST:PORT`."
+        ),
+        json_schema_extra=deployed(configmap="http://mcp-server:8090"),
     )
     # Single sign-on (mcp_server/oidc.py): set the issuer to take the company's access tokens.
     oidc_issuer: HttpUrl | None = Field(
-        None, description="The identity provider (iss); unset: no single sign-on."
+        None,
+        description=(
+            "Single sign-on: the identity provider whose JWT access tokens are taken "
+            "(`iss`; `https://` in production, as the JWKS URL); unset: only the "
+            "tokens the leave system issued "
+            "([Operations](operations.md#single-sign-on))."
+        ),
+        json_schema_extra=deployed(env=True, configmap=True),
     )
-    oidc_audience: str | None = Field(None, description="What its tokens must name as aud.")
-    oidc_jwks_url: HttpUrl | None = Field(None, description="Where it publishes its keys.")
-    oidc_employee_claim: str = Field("employee_id", description="The claim naming the employee.")
+    oidc_audience: str | None = Field(
+        None,
+        description=(
+            "What a token's `aud` must be, usually the MCP server's URL; required with the issuer."
+        ),
+        json_schema_extra=deployed(env=True, configmap=True),
+    )
+    oidc_jwks_url: HttpUrl | None = Field(
+        None,
+        description="Where the provider publishes its signing keys; required with the issuer.",
+        json_schema_extra=deployed(env=True, configmap=True),
+    )
+    oidc_employee_claim: str = Field(
+        "employee_id",
+        description="The claim that holds the employee id (as imported).",
+        json_schema_extra=deployed(env=True, configmap=True),
+    )
     oidc_algorithms: CommaList = Field(
-        default_factory=lambda: ["RS256", "ES256"], description="Signature algorithms taken."
+        default_factory=lambda: ["RS256", "ES256"],
+        description="Signature algorithms taken; `none` and HS* are refused.",
+        json_schema_extra=deployed(env=True, configmap=True),
     )
-    oidc_jwks_refresh_seconds: float = Field(300.0, gt=0)
+    oidc_jwks_refresh_seconds: float = Field(
+        300.0,
+        gt=0,
+        description="How often the keys are fetched again.",
+        json_schema_extra=deployed(env=True, configmap=True),
+    )
     oidc_jwks_max_stale_seconds: float = Field(
-        3600.0, gt=0, description="Keys held keep working this long when the JWKS URL is down."
+        3600.0,
+        gt=0,
+        description=(
+            "How long held keys keep working while the JWKS URL does not answer; "
+            "after it sign-ins are 503."
+        ),
+        json_schema_extra=deployed(env=True, configmap=True),
     )
     max_header_bytes: int = Field(
-        16384, ge=1024, description="Larger request headers → 431 (the loop's limit too)."
+        16384,
+        ge=1024,
+        description=(
+            "Request headers larger than this in total → 431, before anything reads "
+            "them (as `LOOP_MAX_HEADER_BYTES`; raise both together)."
+        ),
     )
     otlp_traces_endpoint: OptionalHttpUrl = Field(
-        None, description="OTLP/HTTP traces URL (…/v1/traces); unset: no traces exported."
+        None,
+        description=(
+            "OTLP/HTTP traces URL (`…/v1/traces`): a span per MCP request, continuing"
+            " the caller's trace (from the request's `_meta` or its `traceparent` "
+            "header); unset: none (compose: `OTLP_TRACES_ENDPOINT`)."
+        ),
+        json_schema_extra=deployed(configmap=True),
     )
-    log_level: LogLevel = "info"
+    log_level: LogLevel = Field(
+        "info",
+        description="The MCP server's log level.",
+        json_schema_extra=deployed(env=True, configmap=True),
+    )
 
     @model_validator(mode="after")
     def _complete_sign_in(self) -> ServerSettings:

@@ -18,6 +18,7 @@ from pydantic_settings import SettingsConfigDict
 
 from common.cost import MAX_API_USD_PER_MILLION, CostSettings
 from common.entrypoint import StartupError
+from common.settings_meta import deployed
 
 from .presets import (
     API_PRESETS,
@@ -31,6 +32,9 @@ from .presets import (
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_API_PROMPT = "loadtest/prompts/api_system_prompt.txt"
 ENV_PREFIX = "COST_"
+
+# The docs' default of a setting whose default is a profile's or a preset's number.
+PROFILE = "the profile's"
 
 
 class SettingError(StartupError):
@@ -56,72 +60,109 @@ class CalculatorSettings(CostSettings):
 
     model_config = SettingsConfigDict(env_prefix="COST_", extra="ignore", allow_inf_nan=False)
 
-    gpu_preset: str = Field(DEFAULT_GPU_PRESET, description="GPU price preset (fills the unset).")
-    gpu_name: str = Field(GPU_PRESETS[DEFAULT_GPU_PRESET].gpu_name, description="GPU model.")
+    gpu_preset: str = Field(
+        DEFAULT_GPU_PRESET,
+        description=(
+            "Fills `gpu_name` and `gpu_hourly_usd`: `h200-runpod-on-demand` ($6.35), "
+            "`h200-runpod-spot` ($3.59), `h200-hyperscaler-low` ($4.50), "
+            "`h100-gpu-cloud-low` ($1.49), `h100-gpu-cloud-high` ($3.90), "
+            "`h100-hyperscaler-low` ($3.50); source and date of each in the report."
+        ),
+    )
+    gpu_name: str = Field(
+        GPU_PRESETS[DEFAULT_GPU_PRESET].gpu_name,
+        description="GPU model, for the report.",
+        json_schema_extra=deployed(shown_default="the preset's"),
+    )
     gpu_count: int = Field(
         1,
         ge=1,
         le=MAX_GPUS_PER_REPLICA,
-        description="GPUs behind the measured capacity: one replica (TP × DP).",
+        description=(
+            "GPUs behind the capacity the load test measured (one replica: tensor × "
+            "data parallel); the staircase adds whole replicas."
+        ),
     )
     billing_hours_per_day: float = Field(
-        24.0, gt=0, le=24, description="Hours a day each GPU is paid for."
+        24.0,
+        gt=0,
+        le=24,
+        description=(
+            "Hours a day each GPU is paid for; below 24 all traffic must fall inside them."
+        ),
     )
     traffic_profile: str = Field(
-        DEFAULT_TRAFFIC_PROFILE, description="How a day's requests spread (fills the unset busy_*)."
+        DEFAULT_TRAFFIC_PROFILE,
+        description="Fills the three below: `office_hours` (9 h, 0.9, 1) or `flat` (24 h, 1, 1).",
     )
     busy_hours_per_day: float = Field(
         TRAFFIC_PROFILES[DEFAULT_TRAFFIC_PROFILE].busy_hours_per_day,
         ge=0.5,
         le=24,
-        description="Hours a day that carry busy_share of the requests.",
+        description="Hours a day that carry `busy_share` of the requests.",
+        json_schema_extra=deployed(shown_default=PROFILE),
     )
     busy_share: float = Field(
         TRAFFIC_PROFILES[DEFAULT_TRAFFIC_PROFILE].busy_share,
         gt=0,
         le=1,
-        description="Share of the day's requests that fall in the busy hours.",
+        description=(
+            "Share of the day's requests in the busy hours (the rest spread over the others)."
+        ),
+        json_schema_extra=deployed(shown_default=PROFILE),
     )
     peak_factor: float = Field(
         TRAFFIC_PROFILES[DEFAULT_TRAFFIC_PROFILE].peak_factor,
         ge=1,
         le=100,
         description="Busiest moment ÷ the busy hours' mean rate.",
+        json_schema_extra=deployed(shown_default=PROFILE),
     )
     requests_per_day: float | None = Field(
         None,
         gt=0,
         le=MAX_REQUESTS_PER_DAY,
-        description="Expected volume; the verdict and the report's figures are given there.",
+        description=(
+            "Expected volume: the verdict, per-request figures and a staircase row "
+            "there (unset: one replica's daily capacity)."
+        ),
     )
     capacity_basis: Literal["auto", "runs", "tokens", "output_tokens"] = Field(
         "auto",
-        description="How the summary's capacity step becomes requests/s per replica; auto: "
-        "runs when it ran agent users only, tokens when other users shared it.",
+        description=(
+            "How the capacity step becomes requests/s per replica; `auto` is `runs` "
+            "when the step ran agent users only and `tokens` when model or facade "
+            "users shared it; `runs` on such a step is refused, saying why ([What a "
+            "request is](loadtest.md#what-a-request-is))."
+        ),
     )
     capacity_requests_per_s: float | None = Field(
         None,
         ge=MIN_CAPACITY_PER_S,
         le=MAX_CAPACITY_PER_S,
-        description="Requests/s one replica serves at the SLO (overrides the summary).",
+        description="Requests/s one replica serves at the SLO.",
+        json_schema_extra=deployed(shown_default="from the summary"),
     )
     input_tokens_per_request: float | None = Field(
         None,
         ge=0,
         le=MAX_TOKENS_PER_REQUEST,
-        description="The fine-tune's input tokens per request (overrides the summary).",
+        description="The fine-tune's input tokens per request.",
+        json_schema_extra=deployed(shown_default="from the summary"),
     )
     output_tokens_per_request: float | None = Field(
         None,
         ge=0,
         le=MAX_TOKENS_PER_REQUEST,
-        description="Output tokens per request (overrides the summary).",
+        description="The fine-tune's output tokens per request.",
+        json_schema_extra=deployed(shown_default="from the summary"),
     )
     model_calls_per_request: float | None = Field(
         None,
         ge=1,
         le=1000,
         description="Model calls per request, each resending the system prompt.",
+        json_schema_extra=deployed(shown_default="from the summary (turns per run), else 1"),
     )
     ops_usd_per_month: float = Field(
         0.0, ge=0, le=MAX_USD, description="Ops labour for the self-hosted stack."
@@ -130,26 +171,44 @@ class CalculatorSettings(CostSettings):
         0.0, ge=0, le=MAX_USD, description="What one retraining of the model costs."
     )
     retraining_every_days: float = Field(
-        90.0, ge=1, le=3650, description="Days between retrainings."
+        90.0, ge=1, le=3650, description="Days between two retrainings."
     )
     storage_egress_usd_per_month: float = Field(
         0.0, ge=0, le=MAX_USD, description="Storage, egress and other overhead of self-hosting."
     )
-    api_preset: str = Field(DEFAULT_API_PRESET, description="API price preset (fills the unset).")
-    api_model: str = Field(API_PRESETS[DEFAULT_API_PRESET].api_model, description="API model.")
+    api_preset: str = Field(
+        DEFAULT_API_PRESET,
+        description=(
+            "Fills `api_model` and the API prices: `gpt-5-mini` ($0.25 / $2.00), "
+            "`gpt-4.1-mini` ($0.40 / $1.60), `claude-haiku-4.5` ($1 / $5), "
+            "`gemini-3.5-flash` ($1.50 / $9), `llama-3.1-8b-hosted-low` ($0.03 / "
+            "$0.05), `llama-3.1-8b-hosted-high` ($0.30 / $0.61) per 1M input / output"
+            " tokens, 2026."
+        ),
+    )
+    api_model: str = Field(
+        API_PRESETS[DEFAULT_API_PRESET].api_model,
+        description="API model, for the report.",
+        json_schema_extra=deployed(shown_default="the preset's"),
+    )
     api_blended_usd_per_million: float | None = Field(
         None,
         ge=0,
         le=MAX_API_USD_PER_MILLION,
-        description="One API price for every token, instead of input/output.",
+        description="One price for every token instead of input and output prices.",
     )
     api_system_prompt_file: str = Field(
         DEFAULT_API_PROMPT,
-        description="The system prompt the API model needs (full rules, examples); empty: the "
-        "fine-tune's own.",
+        description=(
+            "The system prompt the API model needs (full rules, examples; in the "
+            "settings file: relative to the file); empty: the fine-tune's own."
+        ),
     )
     sensitivity_step: float = Field(
-        0.25, gt=0, lt=1, description="± share each top input moves in the sensitivity table."
+        0.25,
+        gt=0,
+        lt=1,
+        description="How far each input moves in the sensitivity table (± this share).",
     )
 
 

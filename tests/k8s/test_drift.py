@@ -227,3 +227,43 @@ def test_the_rules_in_the_cluster_are_the_rules_of_compose(rendered):
     dashboards = find(rendered("gpu"), "ConfigMap", "leave-copilot-dashboards")["data"]
     for file in (REPO_ROOT / "monitoring" / "grafana" / "dashboards").glob("*.json"):
         assert dashboards[file.name] == file.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("overlay", ["gpu", "sim"])
+def test_the_settings_configmaps_hold_the_settings_marked_for_them_and_no_secret(rendered, overlay):
+    """The rendered ConfigMaps are the generated .env files: every setting marked `configmap`
+    (with its value; the sim overlay's MCP_ENV only is its own), none marked `secret`, whose
+    values each pod takes from leave-secrets."""
+    from stack import settings_generated
+
+    objects = rendered(overlay)
+    for path, classes in settings_generated.CONFIGMAPS.items():
+        name = f"{path.stem}-settings"
+        workload = find(objects, "Deployment", path.stem)
+        (reference,) = [  # kustomize names it with a hash of its data
+            source["configMapRef"]["name"]
+            for source in container(workload, path.stem).get("envFrom") or []
+            if source["configMapRef"]["name"].startswith(name)
+        ]
+        data = find(objects, "ConfigMap", reference)["data"]
+        wanted = {
+            settings_generated.name_of(c, field): value
+            for c in classes
+            for field, info in c.model_fields.items()
+            if (value := settings_generated.deployed_value(info, "configmap")) is not None
+        }
+        if overlay == "sim" and name == "mcp-server-settings":
+            wanted["MCP_ENV"] = "development"  # the only overlay with demo data
+        assert data == wanted, name
+        secrets = {
+            settings_generated.name_of(c, field)
+            for c in classes
+            for field, info in c.model_fields.items()
+            if settings_generated.marker(info).get("secret")
+        }
+        from_secrets = {
+            v["name"]
+            for v in container(workload, path.stem).get("env") or []
+            if "secretKeyRef" in v.get("valueFrom", {})
+        }
+        assert secrets <= from_secrets, name
