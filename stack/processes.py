@@ -110,13 +110,18 @@ def running(
 
 
 def seed_database(db_url: str) -> None:
-    subprocess.run(
-        [sys.executable, "-m", "mcp_server", "seed"],
-        cwd=REPO_ROOT,
-        env={**os.environ, "MCP_DATABASE_URL": db_url},
-        check=True,
-        capture_output=True,
-    )
+    """The demo data, as `python -m mcp_server seed` writes it, written from this process: the
+    seed itself takes milliseconds, a fresh interpreter importing the server two seconds of CPU,
+    paid for every MCP server a test or `make dev` starts (the command has tests of its own)."""
+    from mcp_server.seed import seed
+    from mcp_server.storage import Database
+
+    database = Database(db_url)
+    try:
+        database.create_schema()
+        seed(database)
+    finally:
+        database.dispose()
 
 
 @contextmanager

@@ -17,6 +17,7 @@ from mcp_server.leaves import LeaveService
 from mcp_server.seed import seed
 from mcp_server.storage import Database
 from tests.databases import TestDatabases
+from tests.scheduling import long_modules_first
 
 DATABASES_KEY = pytest.StashKey[TestDatabases]()
 
@@ -31,6 +32,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[DATABASES_KEY] = TestDatabases(config.getoption("--database-url"))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=long_modules_first)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.scheduling import LONG_MODULES
+
 TESTS = Path(__file__).resolve().parent
 
 
@@ -43,3 +45,8 @@ def test_no_test_module_imports_another_or_a_conftest():
         if (names := imports_of_test_modules(path.read_text(encoding="utf-8")))
     }
     assert offenders == {}
+
+
+def test_every_module_scheduled_first_exists():
+    missing = [m for m in LONG_MODULES if not (TESTS.parent / m).is_file()]
+    assert missing == []

@@ -20,7 +20,7 @@ import pytest
 from common import backup
 from common.entrypoint import CommandError
 from loop.store import RunRecord, RunStore
-from tests.support import REPO_ROOT, mcp_server, run_to_exit
+from tests.support import REPO_ROOT, mcp_server, run_to_exit, seed_database
 
 from .helpers import find
 from .http_session import session
@@ -154,7 +154,7 @@ def test_a_backup_that_cannot_be_written_and_a_file_that_is_no_backup_are_one_li
 ):
     url = new_database_url(tmp_path, "live")
     env = {"MCP_DATABASE_URL": url}
-    assert run_to_exit(["mcp_server", "seed"], env)[0] == 0
+    seed_database(env["MCP_DATABASE_URL"])
     (tmp_path / "a-file").write_text("")
     status, said = run_to_exit(["mcp_server", "backup", str(tmp_path / "a-file" / "x")], env)
     assert (status, said.strip()) == (2, f"error: backup: {tmp_path / 'a-file'} is not a folder")
@@ -195,7 +195,7 @@ def test_a_backup_goes_to_standard_output_and_a_restore_reads_standard_input(
     """`compose exec -T mcp-server … backup - > FILE`: no file to copy out of the container, nor
     one the service's user cannot read to copy in."""
     source = new_database_url(tmp_path, "live")
-    assert run_to_exit(["mcp_server", "seed"], {"MCP_DATABASE_URL": source})[0] == 0
+    seed_database(source)
     saved = tmp_path / "leave.backup"
     with saved.open("wb") as out:
         done = _piped(["mcp_server", "backup", "-"], {"MCP_DATABASE_URL": source}, stdout=out)
@@ -270,7 +270,7 @@ def test_backup_and_restore_leave_no_files_beside_theirs(tmp_path):
     for folder in (live, backups, restored):
         folder.mkdir()
     env = {"MCP_DATABASE_URL": f"sqlite:///{live / 'leave.db'}"}
-    assert run_to_exit(["mcp_server", "seed"], env)[0] == 0
+    seed_database(env["MCP_DATABASE_URL"])
     for day in ("mon", "tue"):
         status, said = run_to_exit(["mcp_server", "backup", str(backups / f"{day}.backup")], env)
         assert status == 0, said

@@ -14,7 +14,7 @@ from sqlalchemy import select
 
 from mcp_server.identity import Identities, TokenRefused
 from mcp_server.storage import Balance, Database, Employee
-from tests.support import REPO_ROOT, run_to_exit
+from tests.support import REPO_ROOT, run_to_exit, seed_database
 
 HEADER = "employee_id,name,manager_id,特休,病假,事假,補休\n"
 COMPANY = HEADER + (
@@ -25,7 +25,7 @@ COMPANY = HEADER + (
 @pytest.fixture
 def db_url(tmp_path, new_database_url) -> str:
     url = new_database_url(tmp_path)
-    assert run_to_exit(["mcp_server", "seed"], {"MCP_DATABASE_URL": url})[0] == 0
+    seed_database(url)
     return url
 
 
