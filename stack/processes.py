@@ -73,7 +73,9 @@ class ServiceProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
-    def wait_ready(self, url: str, timeout: float = 30.0) -> None:
+    def wait_ready(self, url: str, timeout: float = 90.0) -> None:
+        # Generous: a service starts in a few seconds alone, but `make test` starts several at
+        # once on two cores; one that exits is reported at once, whatever the timeout.
         def ready() -> bool:
             if self.process.poll() is not None:
                 raise RuntimeError(f"process exited ({self.process.returncode}):\n{self.log()}")
