@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from . import backend, conversations, target
 from .results import write_summary
 from .settings import LoadSettings
+from .summary import LoadInfo, LoadSummary, ScheduleStep
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 
@@ -127,14 +128,17 @@ def _nudge(locust: subprocess.Popen[bytes]) -> None:
     threading.Thread(target=later, daemon=True).start()
 
 
-def _load(settings: LoadSettings) -> dict[str, Any]:
+def _load(settings: LoadSettings) -> LoadInfo:
     """How the load was made, for whoever reads the summary (the cost report among them)."""
-    fields = ("user_classes", "shape", "think_seconds", "model_think_seconds", "max_tokens")
-    return {
-        **{name: getattr(settings, name) for name in fields},
-        "schedule": [step._asdict() for step in settings.schedule()],
-        "seconds": settings.total_seconds(),
-    }
+    return LoadInfo(
+        user_classes=settings.user_classes,
+        shape=settings.shape,
+        think_seconds=settings.think_seconds,
+        model_think_seconds=settings.model_think_seconds,
+        max_tokens=settings.max_tokens,
+        schedule=[ScheduleStep(**step._asdict()) for step in settings.schedule()],
+        seconds=settings.total_seconds(),
+    )
 
 
 def _interface(settings: LoadSettings) -> list[str]:
@@ -148,32 +152,32 @@ def _interface(settings: LoadSettings) -> list[str]:
     ]
 
 
-def _headline(summary: dict[str, Any]) -> list[dict[str, Any]]:
+def _headline(summary: LoadSummary) -> list[dict[str, Any]]:
     rows = []
-    for step in summary["steps"]:
-        model, agent = step["model"] or {}, step["agent"] or {}
-        facade = step.get("facade") or {}
-        row = {"step": step["step"], "users": step["users"]}
-        if step.get("phase"):
-            row["phase"] = step["phase"]
+    for step in summary.steps:
+        model, agent, facade = step.model, step.agent, step.facade
+        row: dict[str, Any] = {"step": step.step, "users": step.users}
+        if step.phase:
+            row["phase"] = step.phase
         if agent:
-            row["runs/s"] = round(agent["runs_per_s"], 3)
-            row["run p95 ms"] = agent["run_ms"]["p95"]
+            row["runs/s"] = round(agent.runs_per_s, 3)
+            row["run p95 ms"] = agent.run_ms.p95
         if facade:
-            row["facade runs/s"] = round(facade["runs_per_s"], 3)
-            row["facade run p95 ms"] = facade["run_ms"]["p95"]
+            row["facade runs/s"] = round(facade.runs_per_s, 3)
+            row["facade run p95 ms"] = facade.run_ms.p95
         if model:
-            row["model req/s"] = round(model["requests_per_s"], 3)
-            row["TTFT p99 ms"] = model["ttft_ms"]["p99"]
-            row["ITL p99 ms"] = model["itl_ms"]["p99"]
-        server = step.get("prometheus") or {}
+            row["model req/s"] = round(model.requests_per_s, 3)
+            row["TTFT p99 ms"] = model.ttft_ms.p99
+            row["ITL p99 ms"] = model.itl_ms.p99
+        server = step.prometheus
         for name, label in (
             ("gpu_util_percent_mean", "GPU util %"),
             ("vllm_ttft_p95_ms", "vLLM TTFT p95 ms"),
         ):
-            if server.get(name) is not None:
-                row[label] = round(server[name], 1)
-        rows.append(row | {"errors": step["errors"], "SLO met": step["slo_met"]})
+            value = None if server is None else getattr(server, name)
+            if value is not None:
+                row[label] = round(value, 1)
+        rows.append(row | {"errors": step.errors, "SLO met": step.slo_met})
     return rows
 
 

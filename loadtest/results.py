@@ -18,6 +18,19 @@ from typing import Any
 
 from common.stats import percentile
 
+from .summary import (
+    AgentBlock,
+    Capacity,
+    Distribution,
+    LoadInfo,
+    LoadSummary,
+    ModelBlock,
+    RunsBlock,
+    ScenarioBlock,
+    SloBlock,
+    Step,
+)
+
 RAW_GLOB = "raw-*.jsonl"
 STEPS_FILE = "steps.jsonl"
 SUMMARY_FILE = "summary.json"
@@ -83,7 +96,11 @@ def _rate(n: float, seconds: float) -> float:
     return n / seconds if seconds > 0 else 0.0
 
 
-def _model_block(records: list[dict[str, Any]], seconds: float, slo: Slo) -> dict[str, Any]:
+def _distribution(values: Sequence[float]) -> Distribution:
+    return Distribution.model_validate(distribution(values))
+
+
+def _model_block(records: list[dict[str, Any]], seconds: float, slo: Slo) -> ModelBlock:
     ok = [r for r in records if r["ok"]]
     gaps = [g for r in ok for g in r["itl_ms"]]
     out_tokens = sum(r["output_tokens"] for r in ok)
@@ -95,64 +112,66 @@ def _model_block(records: list[dict[str, Any]], seconds: float, slo: Slo) -> dic
         if r["ttft_ms"] <= slo.ttft_p99_ms
         and (r["tpot_ms"] is None or r["tpot_ms"] <= slo.itl_p99_ms)
     ]
-    return {
-        "requests": len(records),
-        "errors": len(records) - len(ok),
-        "requests_per_s": _rate(len(ok), seconds),
-        "input_tokens": in_tokens,
-        "output_tokens": out_tokens,
-        "input_tokens_per_s": _rate(in_tokens, seconds),
-        "output_tokens_per_s": _rate(out_tokens, seconds),
-        "ttft_ms": distribution([r["ttft_ms"] for r in ok]),
-        "itl_ms": distribution(gaps),
-        "tpot_ms": distribution([r["tpot_ms"] for r in ok if r["tpot_ms"] is not None]),
-        "e2e_ms": distribution([r["e2e_ms"] for r in ok]),
-        "goodput_per_s": _rate(len(good), seconds),
-        "slo_attainment": len(good) / len(records) if records else None,
-    }
+    return ModelBlock(
+        requests=len(records),
+        errors=len(records) - len(ok),
+        requests_per_s=_rate(len(ok), seconds),
+        input_tokens=in_tokens,
+        output_tokens=out_tokens,
+        input_tokens_per_s=_rate(in_tokens, seconds),
+        output_tokens_per_s=_rate(out_tokens, seconds),
+        ttft_ms=_distribution([r["ttft_ms"] for r in ok]),
+        itl_ms=_distribution(gaps),
+        tpot_ms=_distribution([r["tpot_ms"] for r in ok if r["tpot_ms"] is not None]),
+        e2e_ms=_distribution([r["e2e_ms"] for r in ok]),
+        goodput_per_s=_rate(len(good), seconds),
+        slo_attainment=len(good) / len(records) if records else None,
+    )
 
 
-def _agent_block(records: list[dict[str, Any]], seconds: float, slo: Slo) -> dict[str, Any]:
+def _agent_block(records: list[dict[str, Any]], seconds: float, slo: Slo) -> AgentBlock:
     block = _runs_block(records, seconds, slo.run_p95_ms)
     ok = [r for r in records if r["ok"]]
     n = len(ok) or 1
-    block["turns_per_run"] = sum(r["turns"] for r in ok) / n
-    block["tool_calls_per_run"] = sum(r["tool_calls"] for r in ok) / n
-    # absent from records of an older locustfile
-    block["confirmations_per_run"] = sum(r.get("confirmations", 0) for r in ok) / n
-    return block
+    return AgentBlock(
+        **dict(block),
+        turns_per_run=sum(r["turns"] for r in ok) / n,
+        tool_calls_per_run=sum(r["tool_calls"] for r in ok) / n,
+        # absent from records of an older locustfile
+        confirmations_per_run=sum(r.get("confirmations", 0) for r in ok) / n,
+    )
 
 
-def _facade_block(records: list[dict[str, Any]], seconds: float, slo: Slo) -> dict[str, Any]:
+def _facade_block(records: list[dict[str, Any]], seconds: float, slo: Slo) -> RunsBlock:
     """Agent runs as an OpenAI client sees them through the loop's chat-completions facade."""
     return _runs_block(records, seconds, slo.facade_run_ms)
 
 
-def _runs_block(records: list[dict[str, Any]], seconds: float, run_slo_ms: float) -> dict[str, Any]:
+def _runs_block(records: list[dict[str, Any]], seconds: float, run_slo_ms: float) -> RunsBlock:
     """What agent and facade runs share: throughput, tokens, latencies, goodput, scenario mix."""
     ok = [r for r in records if r["ok"]]
     n = len(ok) or 1
     in_tokens = sum(r["prompt_tokens"] for r in ok)
     out_tokens = sum(r["output_tokens"] for r in ok)
     good = [r for r in ok if r["run_ms"] <= run_slo_ms]
-    return {
-        "runs": len(records),
-        "errors": len(records) - len(ok),
-        "runs_per_s": _rate(len(ok), seconds),
-        "input_tokens": in_tokens,
-        "output_tokens": out_tokens,
-        "input_tokens_per_s": _rate(in_tokens, seconds),
-        "output_tokens_per_s": _rate(out_tokens, seconds),
-        "prompt_tokens_per_run": in_tokens / n,
-        "output_tokens_per_run": out_tokens / n,
-        "first_answer_ms": distribution(
+    return RunsBlock(
+        runs=len(records),
+        errors=len(records) - len(ok),
+        runs_per_s=_rate(len(ok), seconds),
+        input_tokens=in_tokens,
+        output_tokens=out_tokens,
+        input_tokens_per_s=_rate(in_tokens, seconds),
+        output_tokens_per_s=_rate(out_tokens, seconds),
+        prompt_tokens_per_run=in_tokens / n,
+        output_tokens_per_run=out_tokens / n,
+        first_answer_ms=_distribution(
             [r["first_answer_ms"] for r in ok if r["first_answer_ms"] is not None]
         ),
-        "run_ms": distribution([r["run_ms"] for r in ok]),
-        "goodput_per_s": _rate(len(good), seconds),
-        "slo_attainment": len(good) / len(records) if records else None,
-        "scenarios": _scenarios(records),
-    }
+        run_ms=_distribution([r["run_ms"] for r in ok]),
+        goodput_per_s=_rate(len(good), seconds),
+        slo_attainment=len(good) / len(records) if records else None,
+        scenarios=_scenarios(records),
+    )
 
 
 def _mean(records: list[dict[str, Any]], key: str) -> float | None:
@@ -160,7 +179,7 @@ def _mean(records: list[dict[str, Any]], key: str) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def _scenarios(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def _scenarios(records: list[dict[str, Any]]) -> dict[str, ScenarioBlock]:
     """Per scenario, what its runs did: a write scenario that takes 2 turns and asks no
     confirmation found nothing to write. (The facade's runs carry tokens only.)"""
     names = sorted({r["name"] for r in records})
@@ -172,16 +191,18 @@ def _scenarios(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         for r in ok:
             for tool in r.get("tools") or []:
                 tools[tool] = tools.get(tool, 0) + 1
-        keys = ("turns", "tool_calls", "tool_errors", "confirmations")
-        blocks[name] = {
-            "runs": len(runs),
-            "errors": len(runs) - len(ok),
-            **{f"{key}_per_run": _mean(ok, key) for key in keys},
-            "tools": tools,  # how often each tool was called, over the scenario's runs
-            "prompt_tokens_per_run": _mean(ok, "prompt_tokens"),
-            "output_tokens_per_run": _mean(ok, "output_tokens"),
-            "run_ms_p95": percentile([r["run_ms"] for r in ok], 95) if ok else None,
-        }
+        blocks[name] = ScenarioBlock(
+            runs=len(runs),
+            errors=len(runs) - len(ok),
+            turns_per_run=_mean(ok, "turns"),
+            tool_calls_per_run=_mean(ok, "tool_calls"),
+            tool_errors_per_run=_mean(ok, "tool_errors"),
+            confirmations_per_run=_mean(ok, "confirmations"),
+            tools=tools,  # how often each tool was called, over the scenario's runs
+            prompt_tokens_per_run=_mean(ok, "prompt_tokens"),
+            output_tokens_per_run=_mean(ok, "output_tokens"),
+            run_ms_p95=percentile([r["run_ms"] for r in ok], 95) if ok else None,
+        )
     return blocks
 
 
@@ -189,38 +210,43 @@ def _ms(value: float | None) -> str:
     return "none measured" if value is None else f"{value:.1f} ms"
 
 
-def _slo_verdict(step: dict[str, Any], slo: Slo) -> tuple[bool, list[str]]:
+def _slo_verdict(
+    model: ModelBlock | None,
+    agent: AgentBlock | None,
+    facade: RunsBlock | None,
+    error_ratio: float,
+    slo: Slo,
+) -> tuple[bool, list[str]]:
     broken = []
-    model, agent, facade = step.get("model"), step.get("agent"), step.get("facade")
     total = (
-        (model or {}).get("requests", 0)
-        + (agent or {}).get("runs", 0)
-        + (facade or {}).get("runs", 0)
+        (model.requests if model else 0)
+        + (agent.runs if agent else 0)
+        + (facade.runs if facade else 0)
     )
     if not total:
         return False, ["no requests"]
-    if step["error_ratio"] > slo.max_error_ratio:
-        broken.append(f"error ratio {step['error_ratio']:.3f} > {slo.max_error_ratio}")
-    if model and model["requests"]:
-        ttft, itl = model["ttft_ms"]["p99"], model["itl_ms"]["p99"]
+    if error_ratio > slo.max_error_ratio:
+        broken.append(f"error ratio {error_ratio:.3f} > {slo.max_error_ratio}")
+    if model and model.requests:
+        ttft, itl = model.ttft_ms.p99, model.itl_ms.p99
         if ttft is None or ttft > slo.ttft_p99_ms:
             broken.append(f"TTFT p99 {_ms(ttft)} > {slo.ttft_p99_ms}")
         if itl is not None and itl > slo.itl_p99_ms:
             broken.append(f"ITL p99 {itl:.1f} ms > {slo.itl_p99_ms}")
-    if agent and agent["runs"]:
-        run = agent["run_ms"]["p95"]
+    if agent and agent.runs:
+        run = agent.run_ms.p95
         if run is None or run > slo.run_p95_ms:
             broken.append(f"run latency p95 {_ms(run)} > {slo.run_p95_ms}")
-    if facade and facade["runs"]:
-        run = facade["run_ms"]["p95"]
+    if facade and facade.runs:
+        run = facade.run_ms.p95
         if run is None or run > slo.facade_run_ms:
             broken.append(f"facade run latency p95 {_ms(run)} > {slo.facade_run_ms}")
     return not broken, broken
 
 
-def summarise(
+def summary_of(
     records: Iterable[dict[str, Any]], steps: list[dict[str, Any]], slo: Slo
-) -> dict[str, Any]:
+) -> LoadSummary:
     """One block per step (a request belongs to the step it started in); capacity at the SLO."""
     records = sorted(records, key=lambda r: r["start"])
     if not steps:
@@ -238,61 +264,74 @@ def summarise(
         model = [r for r in inside if r["kind"] == "model"]
         agent = [r for r in inside if r["kind"] == "agent"]
         facade = [r for r in inside if r["kind"] == "facade"]
-        block: dict[str, Any] = {
-            "step": step["step"],
-            "phase": step.get("phase"),  # the spike shape's baseline, spike and recovery
-            "users": step.get("users"),
-            "start": start,
-            "end": end,
-            "seconds": seconds,
-            "model": _model_block(model, seconds, slo) if model else None,
-            "agent": _agent_block(agent, seconds, slo) if agent else None,
-            "facade": _facade_block(facade, seconds, slo) if facade else None,
-        }
+        model_block = _model_block(model, seconds, slo) if model else None
+        agent_block = _agent_block(agent, seconds, slo) if agent else None
+        facade_block = _facade_block(facade, seconds, slo) if facade else None
         errors = sum(1 for r in inside if not r["ok"])
-        block["errors"] = errors
-        block["error_ratio"] = errors / len(inside) if inside else 0.0
-        block["error_examples"] = sorted({r["error"] for r in inside if r.get("error")})[:5]
-        block["slo_met"], block["slo_broken"] = _slo_verdict(block, slo)
-        summaries.append(block)
+        error_ratio = errors / len(inside) if inside else 0.0
+        met, broken = _slo_verdict(model_block, agent_block, facade_block, error_ratio, slo)
+        summaries.append(
+            Step(
+                step=step["step"],
+                phase=step.get("phase"),  # the spike shape's baseline, spike and recovery
+                users=step.get("users"),
+                start=start,
+                end=end,
+                seconds=seconds,
+                model=model_block,
+                agent=agent_block,
+                facade=facade_block,
+                errors=errors,
+                error_ratio=error_ratio,
+                error_examples=sorted({r["error"] for r in inside if r.get("error")})[:5],
+                slo_met=met,
+                slo_broken=broken,
+            )
+        )
     # the knee: the most users before the first step that missed the SLO (a step past it that
     # met the SLO again is the noise around the knee, not capacity to count on)
-    ordered = sorted(summaries, key=lambda s: (s["users"] or 0, s["step"]))
-    first_miss = next((i for i, s in enumerate(ordered) if not s["slo_met"]), len(ordered))
+    ordered = sorted(summaries, key=lambda s: (s.users or 0, s.step))
+    first_miss = next((i for i, s in enumerate(ordered) if not s.slo_met), len(ordered))
     capacity = ordered[first_miss - 1] if first_miss else None
-    return {
-        "slo": {
-            "ttft_p99_ms": slo.ttft_p99_ms,
-            "itl_p99_ms": slo.itl_p99_ms,
-            "run_p95_ms": slo.run_p95_ms,
-            "facade_run_p95_ms": slo.facade_run_ms,
-            "max_error_ratio": slo.max_error_ratio,
-        },
-        "percentile_method": "exact, linear interpolation between closest ranks (numpy default)",
-        "steps": summaries,
-        "capacity_at_slo": None if capacity is None else _capacity(capacity),
-    }
+    return LoadSummary(
+        slo=SloBlock(
+            ttft_p99_ms=slo.ttft_p99_ms,
+            itl_p99_ms=slo.itl_p99_ms,
+            run_p95_ms=slo.run_p95_ms,
+            facade_run_p95_ms=slo.facade_run_ms,
+            max_error_ratio=slo.max_error_ratio,
+        ),
+        percentile_method="exact, linear interpolation between closest ranks (numpy default)",
+        steps=summaries,
+        capacity_at_slo=None if capacity is None else _capacity(capacity),
+    )
 
 
-def _capacity(step: dict[str, Any]) -> dict[str, Any]:
+def summarise(
+    records: Iterable[dict[str, Any]], steps: list[dict[str, Any]], slo: Slo
+) -> dict[str, Any]:
+    """summary_of as summary.json holds it (plain JSON), before what write_summary adds."""
+    return summary_of(records, steps, slo).as_json()
+
+
+def _capacity(step: Step) -> Capacity:
     """The figures the cost calculator reads: the highest step that met the SLO.
 
     Facade runs are counted apart from the agent users' runs (another client's view of the
     same work); their tokens are in the token rates, which are everything the model served."""
-    model, agent = step["model"] or {}, step["agent"] or {}
-    facade = step.get("facade") or {}
-    blocks = (model, agent, facade)
-    return {
-        "step": step["step"],
-        "users": step["users"],
-        "runs_per_s": agent.get("runs_per_s", 0.0),
-        "facade_runs_per_s": facade.get("runs_per_s", 0.0),
-        "model_requests_per_s": model.get("requests_per_s", 0.0),
-        "output_tokens_per_s": sum(b.get("output_tokens_per_s", 0.0) for b in blocks),
-        "input_tokens_per_s": sum(b.get("input_tokens_per_s", 0.0) for b in blocks),
-        "prompt_tokens_per_run": agent.get("prompt_tokens_per_run"),
-        "output_tokens_per_run": agent.get("output_tokens_per_run"),
-    }
+    model, agent, facade = step.model, step.agent, step.facade
+    blocks = [b for b in (model, agent, facade) if b is not None]
+    return Capacity(
+        step=step.step,
+        users=step.users,
+        runs_per_s=agent.runs_per_s if agent else 0.0,
+        facade_runs_per_s=facade.runs_per_s if facade else 0.0,
+        model_requests_per_s=model.requests_per_s if model else 0.0,
+        output_tokens_per_s=sum((b.output_tokens_per_s for b in blocks), 0.0),
+        input_tokens_per_s=sum((b.input_tokens_per_s for b in blocks), 0.0),
+        prompt_tokens_per_run=agent.prompt_tokens_per_run if agent else None,
+        output_tokens_per_run=agent.output_tokens_per_run if agent else None,
+    )
 
 
 def step_missed_slo(folder: Path, slo: Slo) -> list[str]:
@@ -303,8 +342,8 @@ def step_missed_slo(folder: Path, slo: Slo) -> list[str]:
     steps = read_steps(folder)
     if not steps:
         return []
-    newest = summarise(read_records(folder), steps, slo)["steps"][-1]
-    return [] if newest["slo_broken"] == ["no requests"] else newest["slo_broken"]
+    newest = summary_of(read_records(folder), steps, slo).steps[-1]
+    return [] if newest.slo_broken == ["no requests"] else newest.slo_broken
 
 
 def write_summary(
@@ -312,19 +351,21 @@ def write_summary(
     slo: Slo,
     prometheus_url: str = "off",
     backend: dict[str, Any] | None = None,
-    load: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+    load: LoadInfo | None = None,
+) -> LoadSummary:
     """summary.json from the raw logs and steps in `folder`, with each step's Prometheus
     figures (LOAD_PROMETHEUS_URL's meaning: a URL, empty for make dev's, or off), what served
     the load (`backend`, loadtest.backend, completed with the GPUs from Prometheus) and how it
-    was made (`load`: the users, shape and think time)."""
+    was made (`load`: the users, shape and think time). What is written passes through
+    LoadSummary, the model every reader reads it with."""
     from . import prometheus
 
     summary = summarise(read_records(folder), read_steps(folder), slo)
     if backend is not None:
         summary["backend"] = backend
     if load is not None:
-        summary["load"] = load
+        summary["load"] = load.as_json()
     prometheus.add_figures(summary, *prometheus.resolve(prometheus_url))
-    (folder / SUMMARY_FILE).write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
-    return summary
+    written = LoadSummary.parse(summary, "the summary written")
+    written.write(folder / SUMMARY_FILE)
+    return written
