@@ -40,6 +40,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
 from common.stats import percentile  # noqa: E402
+from loadtest.summary import LoadSummary  # noqa: E402
 from stack.processes import (  # noqa: E402
     free_port,
     mcp_server,
@@ -133,7 +134,7 @@ def agent_stack(
                "engines": engines}  # fmt: skip
 
 
-def _load(stack: dict[str, Any], results: Path, steps: int, step_seconds: float) -> dict[str, Any]:
+def _load(stack: dict[str, Any], results: Path, steps: int, step_seconds: float) -> LoadSummary:
     """`python -m loadtest` with agent users, one more each step; its summary.json."""
     command = [
         sys.executable, "-m", "loadtest", "--loop-url", stack["loop"], "--mcp-url", stack["mcp"],
@@ -146,15 +147,14 @@ def _load(stack: dict[str, Any], results: Path, steps: int, step_seconds: float)
     if done.returncode not in (0, 1):  # 1: a step missed the SLO, which is what a sweep ends on
         raise RuntimeError(f"python -m loadtest failed:\n{(done.stdout + done.stderr)[-3000:]}")
     (summary,) = sorted(results.glob("*/summary.json"))[-1:]
-    loaded: dict[str, Any] = json.loads(summary.read_text())
-    return loaded
+    return LoadSummary.read(summary)
 
 
 def capacity(workdir: Path, steps: int, step_seconds: float) -> list[str]:
     """Capacity at the SLO through the router to one replica, then to two: with the sessions
     hashed (the compose default), and spread round robin, which balances perfectly."""
     layouts = ((1, "consistent_hash"), (2, "consistent_hash"), (2, "round_robin"))
-    found: dict[tuple[int, str], dict[str, Any]] = {}
+    found: dict[tuple[int, str], LoadSummary] = {}
     for replicas, policy in layouts:
         folder = workdir / f"capacity-{replicas}-{policy}"
         folder.mkdir()
@@ -165,12 +165,12 @@ def capacity(workdir: Path, steps: int, step_seconds: float) -> list[str]:
     ]
     rates = {}
     for (replicas, policy), summary in found.items():
-        knee = summary["capacity_at_slo"]
-        broke = next((s for s in summary["steps"] if not s["slo_met"]), None)
-        rates[replicas, policy] = knee["runs_per_s"] if knee else 0.0
-        users = knee["users"] if knee else 0
+        knee = summary.capacity_at_slo
+        broke = next((s for s in summary.steps if not s.slo_met), None)
+        rates[replicas, policy] = knee.runs_per_s if knee else 0.0
+        users = knee.users if knee else 0
         ended = (
-            f"broke at {broke['users']} users ({'; '.join(broke['slo_broken'])})"
+            f"broke at {broke.users} users ({'; '.join(broke.slo_broken)})"
             if broke
             else "no step broke: a lower bound"
         )

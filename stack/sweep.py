@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from loadtest.summary import LoadSummary
+
 from .compose import REPO_ROOT
 
 COST_SETTINGS = "loadtest/cost.example.toml"  # the Makefile's COST_SETTINGS default
@@ -46,45 +48,47 @@ def _ms(value: float | None) -> str:
     return "—" if value is None else f"{value:,.0f}"
 
 
-def step_table(summary: dict[str, Any]) -> list[str]:
+def step_table(summary: LoadSummary) -> list[str]:
     header: tuple[str, ...] = ("users", "runs/s", "run p95 ms", "turns/run", "tools/run")
     header += ("confirm/run", "vLLM TTFT p95 ms", "SLO")
     rows: list[tuple[str, ...]] = [header]
-    for step in summary["steps"]:
-        agent = step["agent"] or {}
-        served = step.get("prometheus") or {}
+    for step in summary.steps:
+        agent = step.agent
         rows.append(
             (
-                str(step["users"]),
-                f"{agent.get('runs_per_s', 0.0):.2f}",
-                _ms((agent.get("run_ms") or {}).get("p95")),
-                f"{agent.get('turns_per_run', 0.0):.2f}",
-                f"{agent.get('tool_calls_per_run', 0.0):.2f}",
-                f"{agent.get('confirmations_per_run', 0.0):.2f}",
-                _ms(served.get("vllm_ttft_p95_ms")),
-                "met" if step["slo_met"] else "broken: " + "; ".join(step["slo_broken"]),
+                str(step.users),
+                f"{agent.runs_per_s if agent else 0.0:.2f}",
+                _ms(agent.run_ms.p95 if agent else None),
+                f"{agent.turns_per_run if agent else 0.0:.2f}",
+                f"{agent.tool_calls_per_run if agent else 0.0:.2f}",
+                # None: a summary from before confirmations were counted
+                f"{(agent.confirmations_per_run if agent else None) or 0.0:.2f}",
+                _ms(step.prometheus.vllm_ttft_p95_ms if step.prometheus else None),
+                "met" if step.slo_met else "broken: " + "; ".join(step.slo_broken),
             )
         )
     return _aligned(rows)
 
 
-def scenario_table(summary: dict[str, Any]) -> list[str]:
+def scenario_table(summary: LoadSummary) -> list[str]:
     """What each scenario's runs did in the capacity step: the writes are visible here."""
-    capacity = summary["capacity_at_slo"]
-    step = next(s for s in summary["steps"] if s["step"] == capacity["step"])
-    scenarios = (step["agent"] or {}).get("scenarios") or {}
+    capacity = summary.capacity_at_slo
+    step = summary.step_of(capacity.step) if capacity else None
+    if step is None:
+        raise SweepError("the summary has no capacity step")
+    scenarios = step.agent.scenarios if step.agent else {}
     rows: list[tuple[str, ...]] = [
         ("scenario", "runs", "turns/run", "tools/run", "confirm/run", "tools called")
     ]
     for name, block in scenarios.items():
-        tools = ", ".join(f"{tool} ×{n}" for tool, n in block["tools"].items())
+        tools = ", ".join(f"{tool} ×{n}" for tool, n in block.tools.items())
         rows.append(
             (
                 name,
-                str(block["runs"]),
-                _fixed(block["turns_per_run"]),
-                _fixed(block["tool_calls_per_run"]),
-                _fixed(block["confirmations_per_run"]),
+                str(block.runs),
+                _fixed(block.turns_per_run),
+                _fixed(block.tool_calls_per_run),
+                _fixed(block.confirmations_per_run),
                 tools or "—",
             )
         )
@@ -104,21 +108,21 @@ def _aligned(rows: list[tuple[str, ...]]) -> list[str]:
     ]
 
 
-def capacity_line(summary: dict[str, Any], cost: dict[str, Any] | None = None) -> str:
+def capacity_line(summary: LoadSummary, cost: dict[str, Any] | None = None) -> str:
     """The capacity at the SLO and, from the cost report, the capacity per replica it costs
     and how that was derived, in one line."""
-    capacity, slo = summary["capacity_at_slo"], summary["slo"]
-    target = f"run p95 ≤ {slo['run_p95_ms']:g} ms"
+    capacity, slo = summary.capacity_at_slo, summary.slo
+    target = f"run p95 ≤ {slo.run_p95_ms:g} ms"
     if capacity is None:
         return f"capacity at the SLO: none — no step met it ({target})"
-    line = f"capacity at the SLO ({target}): {capacity['users']} users"
+    line = f"capacity at the SLO ({target}): {capacity.users} users"
     if cost is not None:
         workload = cost["workload"]
         line += (
             f" — {workload['capacity_per_s']:.2f} {cost['unit']}s/s per replica, "
             f"{workload['sources']['capacity_per_s']}"
         )
-    if capacity["step"] == summary["steps"][-1]["step"]:
+    if capacity.step == summary.steps[-1].step:
         # the simulator models an H200: on a small machine the last step often still passes
         line += " (the highest step tested, so a lower bound)"
     return line
@@ -146,11 +150,11 @@ def run_sweep() -> None:
     if found is None:
         raise SweepError("the load sweep wrote no summary:\n" + output[-2000:])
     summary_path = Path(found.group(1).strip())
-    summary = json.loads((REPO_ROOT / summary_path).read_text())
+    summary = LoadSummary.read(REPO_ROOT / summary_path)
     print(f"  took {time.monotonic() - started:.0f} s; results in {summary_path.parent}/")
     for line in step_table(summary):
         print(line)
-    if summary["capacity_at_slo"] is None:
+    if summary.capacity_at_slo is None:
         print(capacity_line(summary))
         raise SweepError("no step of the sweep met the SLO, so there is no capacity to cost")
     print("  in the capacity step, per scenario (each on a leave of the user's own):")

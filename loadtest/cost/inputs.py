@@ -3,7 +3,6 @@ two system prompts' lengths, counted with the stack's tokenizer rather than gues
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 from common import tokens
 
 from ..results import SUMMARY_FILE
+from ..summary import Backend, Capacity, LoadSummary, SloBlock, SummaryError, load_json
 from .settings import (
     MAX_CAPACITY_PER_S,
     MAX_TOKENS_PER_REQUEST,
@@ -22,17 +22,39 @@ from .settings import (
     Source,
 )
 
-# What results._capacity writes; a summary without them cannot be costed.
-CAPACITY_FIELDS = (
-    "step",
-    "users",
-    "runs_per_s",
-    "model_requests_per_s",
-    "output_tokens_per_s",
-    "input_tokens_per_s",
-    "prompt_tokens_per_run",
-    "output_tokens_per_run",
+# What results._capacity writes and every version of it wrote; a summary without them cannot
+# be costed.
+CAPACITY_FIELDS = tuple(
+    name for name, field in Capacity.model_fields.items() if field.is_required()
 )
+
+
+@dataclass(frozen=True)
+class SummaryFacts:
+    """What the summary said that the report shows: where the capacity came from and how."""
+
+    path: str
+    step: int
+    users: int | None
+    slo: SloBlock
+    basis: dict[str, str]  # figure → how the summary gave it
+    capacity_basis: str
+    lower_bound: bool
+    backend: Backend | None
+
+    def as_json(self) -> dict[str, Any]:
+        """cost.json's `summary` block: the summary's own slo and backend blocks as it held
+        them."""
+        return {
+            "path": self.path,
+            "step": self.step,
+            "users": self.users,
+            "slo": self.slo.as_json(),
+            "basis": self.basis,
+            "capacity_basis": self.capacity_basis,
+            "lower_bound": self.lower_bound,
+            "backend": None if self.backend is None else self.backend.as_json(),
+        }
 
 
 @dataclass(frozen=True)
@@ -46,7 +68,7 @@ class Workload:
     model_calls: float  # model calls per request; each one resends the system prompt
     sources: dict[str, str] = field(default_factory=dict)  # figure → where it came from
     warnings: tuple[str, ...] = ()
-    summary: dict[str, Any] | None = None  # what the summary said, for the report
+    summary: SummaryFacts | None = None  # what the summary said, for the report
     given: frozenset[str] = frozenset()  # the figures a setting gave instead of the summary
 
 
@@ -67,18 +89,17 @@ def newest_summary(results_dir: Path) -> Path | None:
     return found[-1] if found else None
 
 
-def read_summary(path: Path) -> dict[str, Any]:
+def read_summary(path: Path) -> LoadSummary:
+    """The summary as its model reads it, once it has the capacity the calculator needs."""
     try:
-        summary = json.loads(path.read_text())
-    except OSError as error:
-        raise SettingError(f"SUMMARY: cannot read {path}: {error.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise SettingError(f"SUMMARY: {path} is not JSON: {error}") from None
-    if not isinstance(summary, dict) or "capacity_at_slo" not in summary:
+        data = load_json(path)
+    except SummaryError as error:
+        raise SettingError(f"SUMMARY: {error}") from None
+    if not isinstance(data, dict) or "capacity_at_slo" not in data:
         raise SettingError(
             f"SUMMARY: {path} has no capacity_at_slo (not a summary.json of python -m loadtest)"
         )
-    capacity = summary["capacity_at_slo"]
+    capacity = data["capacity_at_slo"]
     if capacity is None:
         raise SettingError(
             f"SUMMARY: {path}: capacity_at_slo is null: no step met the SLO, so there is no "
@@ -92,11 +113,14 @@ def read_summary(path: Path) -> dict[str, Any]:
             f"SUMMARY: {path}: capacity_at_slo lacks {', '.join(missing)} "
             "(written by an older python -m loadtest?)"
         )
-    return summary
+    try:
+        return LoadSummary.parse(data, path)
+    except SummaryError as error:
+        raise SettingError(f"SUMMARY: {error}") from None
 
 
-def _number(capacity: dict[str, Any], name: str, path: Path) -> float:
-    value = capacity[name]
+def _number(capacity: Capacity, name: str, path: Path) -> float:
+    value = getattr(capacity, name)
     if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
         raise SettingError(f"SUMMARY: {path}: capacity_at_slo.{name} is not a number: {value!r}")
     if value < 0:
@@ -135,7 +159,7 @@ def workload(summary_path: Path | None, loaded: Loaded) -> Workload:
         measured, unit, notes, facts = _from_summary(
             read_summary(summary_path), summary_path, s, sources["capacity_basis"].setting
         )
-        origin = {name: f"summary.json, {facts['basis'][name]}" for name in measured}
+        origin = {name: f"summary.json, {facts.basis[name]}" for name in measured}
         replicas = served_replicas(facts)
         if replicas > 1:  # the step's load went to every replica: one of them is the unit
             measured["capacity_per_s"] /= replicas
@@ -184,20 +208,21 @@ def workload(summary_path: Path | None, loaded: Loaded) -> Workload:
 
 
 def _from_summary(
-    summary: dict[str, Any], path: Path, s: CalculatorSettings, setting: str
-) -> tuple[dict[str, float], str, list[tuple[str, str]], dict[str, Any]]:
+    summary: LoadSummary, path: Path, s: CalculatorSettings, setting: str
+) -> tuple[dict[str, float], str, list[tuple[str, str]], SummaryFacts]:
     """The request's figures from the capacity step; `setting` names capacity_basis as the
     user gave it (a flag, a variable, a file key), for a basis this summary cannot support."""
-    capacity = summary["capacity_at_slo"]
+    capacity = summary.capacity_at_slo
+    if capacity is None:  # read_summary refuses it
+        raise SettingError(f"SUMMARY: {path}: capacity_at_slo is null")
     runs = _number(capacity, "runs_per_s", path)
     requests = _number(capacity, "model_requests_per_s", path)
-    # absent from summaries written before the facade user existed
-    facade = _number(capacity, "facade_runs_per_s", path) if "facade_runs_per_s" in capacity else 0
+    # 0 in summaries written before the facade user existed
+    facade = _number(capacity, "facade_runs_per_s", path)
     tokens_in = _number(capacity, "input_tokens_per_s", path)
     tokens_out = _number(capacity, "output_tokens_per_s", path)
-    steps = summary.get("steps") or []
-    step = next((x for x in steps if x.get("step") == capacity["step"]), None)
-    where = f"step {capacity['step']} ({capacity['users']} users)"
+    step = summary.step_of(capacity.step)
+    where = f"step {capacity.step} ({capacity.users} users)"
     notes: list[tuple[str, str]] = []  # (figure, a caveat about its value)
     basis: dict[str, str] = {}
     others = [
@@ -210,10 +235,10 @@ def _from_summary(
         unit = "agent run"
         per_run_in = _number(capacity, "prompt_tokens_per_run", path)
         per_run_out = _number(capacity, "output_tokens_per_run", path)
-        agent = (step or {}).get("agent") or {}
-        calls = agent.get("turns_per_run")
+        agent = step.agent if step else None
+        calls = agent.turns_per_run if agent else None
         basis["model_calls"] = "turns per run of the capacity step"
-        if not isinstance(calls, int | float) or calls < 1:
+        if calls is None or calls < 1:
             calls = 1.0
             basis["model_calls"] = "assumed: the summary has no turns per run"
             notes.append(("model_calls", "the summary has no turns per run: one call assumed"))
@@ -288,42 +313,40 @@ def _from_summary(
         raise SettingError(
             f"SUMMARY: {path}: capacity_at_slo has no runs or model requests per second"
         )
-    last = max((x.get("step", -1) for x in steps), default=capacity["step"])
-    lower_bound = capacity["step"] == last
+    last = max((x.step for x in summary.steps), default=capacity.step)
+    lower_bound = capacity.step == last
     if lower_bound:
         notes.append(
             (
                 "capacity_per_s",
-                f"the highest step tested ({capacity['users']} users) still met the SLO, so a "
+                f"the highest step tested ({capacity.users} users) still met the SLO, so a "
                 "replica's real capacity is higher than this: add steps until one fails",
             )
         )
-    facts = {
-        "path": str(path),
-        "step": capacity["step"],
-        "users": capacity["users"],
-        "slo": summary.get("slo"),
-        "basis": basis,
-        "capacity_basis": chosen,
-        "lower_bound": lower_bound,
-        "backend": summary.get("backend"),
-    }
+    facts = SummaryFacts(
+        path=str(path),
+        step=capacity.step,
+        users=capacity.users,
+        slo=summary.slo,
+        basis=basis,
+        capacity_basis=chosen,
+        lower_bound=lower_bound,
+        backend=summary.backend,
+    )
     return measured, unit, notes, facts
 
 
-def served_replicas(facts: dict[str, Any] | None) -> int:
+def served_replicas(facts: SummaryFacts | None) -> int:
     """How many replicas served the load test, as its summary recorded them (1 if it did not
     say: a summary from before replicas were counted, or a Prometheus without them)."""
-    backend = (facts or {}).get("backend") or {}
-    replicas = backend.get("replicas")
-    return replicas if isinstance(replicas, int) and replicas >= 1 else 1
+    replicas = facts.backend.replicas if facts and facts.backend else None
+    return replicas if replicas is not None and replicas >= 1 else 1
 
 
-def gpus_per_replica(facts: dict[str, Any] | None) -> int | None:
+def gpus_per_replica(facts: SummaryFacts | None) -> int | None:
     """The GPUs each replica of the load test served on (DCGM, via its summary), if known."""
-    backend = (facts or {}).get("backend") or {}
-    gpus = backend.get("gpus_per_replica")
-    return gpus if isinstance(gpus, int) and gpus >= 1 else None
+    gpus = facts.backend.gpus_per_replica if facts and facts.backend else None
+    return gpus if gpus is not None and gpus >= 1 else None
 
 
 def measured_gpu_count(loaded: Loaded, work: Workload) -> Loaded:

@@ -9,6 +9,7 @@ import unicodedata
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ..summary import Backend
 from .calculate import Figures, Inputs, Point, Unit
 from .maths import BreakEven, SelfHost
 from .settings import Source
@@ -98,15 +99,15 @@ def measured_on(inputs: Inputs) -> str:
     w = inputs.workload
     if w.summary is None or "capacity_requests_per_s" in w.given:
         return "capacity given as a setting"
-    backend = w.summary.get("backend")
-    if not isinstance(backend, dict):
+    backend = w.summary.backend
+    if backend is None:
         return "backend not recorded"
-    if backend.get("simulated"):
+    if backend.simulated:
         return "capacity from the simulator, not measured"
-    if backend.get("kind") == "vllm":
-        gpu = backend.get("gpu") or {}
-        on = f", {gpu['count']} × {gpu['name']}" if gpu.get("name") else ""
-        return f"measured on vLLM {backend.get('version') or '?'}{on}"
+    if backend.kind == "vllm":
+        gpu = backend.gpu
+        on = f", {gpu.count} × {gpu.name}" if gpu and gpu.name else ""
+        return f"measured on vLLM {backend.version or '?'}{on}"
     return "backend not identified"
 
 
@@ -122,20 +123,20 @@ def banner(inputs: Inputs) -> str | None:
     w = inputs.workload
     if w.summary is None or "capacity_requests_per_s" in w.given:
         return None
-    backend = w.summary.get("backend")
-    if not isinstance(backend, dict):
+    backend = w.summary.backend
+    if backend is None:
         return (
             "BACKEND NOT RECORDED — this summary does not say what served the load (an older "
             "python -m loadtest wrote it), so its capacity may not be a GPU measurement"
         )
-    if backend.get("simulated"):
+    if backend.simulated:
         return (
             "SIMULATED BACKEND — not a GPU measurement: the model simulator served this load, "
             "so the capacity mostly measures this machine's CPU and the load generator; measure "
             "on the GPU host before deciding"
         )
-    if backend.get("kind") != "vllm":
-        why = "; ".join(backend.get("notes") or []) or "no vLLM answered"
+    if backend.kind != "vllm":
+        why = "; ".join(backend.notes) or "no vLLM answered"
         return f"BACKEND NOT IDENTIFIED — {why}: the capacity is not shown to be a GPU measurement"
     return None
 
@@ -322,25 +323,24 @@ def assumptions(inputs: Inputs, figures: Figures, sources: dict[str, Source]) ->
     peak = f.with_hidden.traffic.peak_to_mean()
     rows: list[list[str]] = []
     if w.summary is not None:
-        slo = w.summary.get("slo") or {}
+        slo = w.summary.slo
         limits = ", ".join(
-            f"{name} ≤ {slo[key]:g} ms"
-            for name, key in (
-                ("TTFT p99", "ttft_p99_ms"),
-                ("ITL p99", "itl_p99_ms"),
-                ("run p95", "run_p95_ms"),
+            f"{name} ≤ {value:g} ms"
+            for name, value in (
+                ("TTFT p99", slo.ttft_p99_ms),
+                ("ITL p99", slo.itl_p99_ms),
+                ("run p95", slo.run_p95_ms),
             )
-            if isinstance(slo.get(key), int | float)
         )
         rows.append(
             [
                 "load test",
-                f"step {w.summary['step']} ({w.summary['users']} users), the highest that met "
+                f"step {w.summary.step} ({w.summary.users} users), the highest that met "
                 f"the SLO ({limits or 'not recorded'})",
-                w.summary["path"],
+                w.summary.path,
             ]
         )
-        rows.append(["what served the load", *_backend_cells(w.summary.get("backend"))])
+        rows.append(["what served the load", *_backend_cells(w.summary.backend)])
     rows += [
         [
             "capacity per replica at the SLO",
@@ -414,23 +414,21 @@ def assumptions(inputs: Inputs, figures: Figures, sources: dict[str, Source]) ->
     return Table("Assumptions", ["assumption", "value", "source"], rows)
 
 
-def _backend_cells(backend: Any) -> list[str]:
+def _backend_cells(backend: Backend | None) -> list[str]:
     """(what served the load, how that is known), from the summary's `backend` block."""
-    if not isinstance(backend, dict):
+    if backend is None:
         return ["not recorded", "the summary has no backend block"]
-    kind = {"simulator": "the model simulator", "vllm": "vLLM"}.get(
-        str(backend.get("kind")), "unknown"
-    )
-    parts = [f"{kind} {backend.get('version') or ''}".strip()]
-    if backend.get("models"):
-        parts.append("serving " + ", ".join(backend["models"]))
-    gpu = backend.get("gpu") or {}
-    if gpu.get("name"):
-        made_up = " (simulated)" if gpu.get("simulated") else ""
-        parts.append(f"{gpu['count']} × {gpu['name']}{made_up}")
+    kind = {"simulator": "the model simulator", "vllm": "vLLM"}.get(backend.kind, "unknown")
+    parts = [f"{kind} {backend.version or ''}".strip()]
+    if backend.models:
+        parts.append("serving " + ", ".join(backend.models))
+    gpu = backend.gpu
+    if gpu and gpu.name:
+        made_up = " (simulated)" if gpu.simulated else ""
+        parts.append(f"{gpu.count} × {gpu.name}{made_up}")
     else:
         parts.append("no GPU reported")
-    return [", ".join(parts), "; ".join(backend.get("sources") or []) or "—"]
+    return [", ".join(parts), "; ".join(backend.sources) or "—"]
 
 
 def _width(text: str) -> int:
@@ -520,7 +518,7 @@ def as_json(
         "banner": report.banner,
         "verdict": report.verdict,
         "unit": inputs.workload.unit,
-        "summary": inputs.workload.summary,
+        "summary": None if inputs.workload.summary is None else inputs.workload.summary.as_json(),
         "settings": {
             name: {"value": value, "source": sources[name].origin}
             for name, value in inputs.settings.model_dump().items()

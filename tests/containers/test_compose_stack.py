@@ -22,6 +22,7 @@ import httpx
 import pytest
 
 from common import sse
+from loadtest.summary import LoadSummary
 from stack.demo import run_scenarios
 from stack.layout import LAYOUT_FILE
 from stack.stackcheck import Stack, problems
@@ -459,7 +460,7 @@ def test_make_load_compose_runs_a_master_and_two_workers_against_the_stack(
     # every worker's raw log reached the master's folder through the shared volume
     workers = {raw.stem.removeprefix("raw-").rsplit("-", 1)[0] for raw in run_dir.glob("raw-*")}
     assert len(workers) == 2, sorted(p.name for p in run_dir.iterdir())
-    step = json.loads((run_dir / "summary.json").read_text())["steps"][0]
+    step = LoadSummary.read(run_dir / "summary.json").as_json()["steps"][0]
     print(f"\nload-compose: {step['agent']['runs']} runs, {step['model']['requests']} completions")
     assert step["errors"] == 0, step
     assert step["agent"]["runs"] > 0 and step["model"]["requests"] > 0

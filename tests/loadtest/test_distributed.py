@@ -3,7 +3,6 @@ loopback. Every worker's raw log lands in the run's folder and the summary count
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -13,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from loadtest.summary import LoadSummary
 from tests.support import REPO_ROOT, free_port, model_simulator
 
 SECONDS = "4"
@@ -43,7 +43,7 @@ def merged(results: Path) -> tuple[dict[str, Any], dict[str, int]]:
     """(the summary's only step, lines per raw log)."""
     (run_dir,) = results.iterdir()
     lines = {p.name: len(p.read_text().splitlines()) for p in run_dir.glob("raw-*.jsonl")}
-    (step,) = json.loads((run_dir / "summary.json").read_text())["steps"]
+    (step,) = LoadSummary.read(run_dir / "summary.json").as_json()["steps"]
     return step, lines
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from loadtest.cost.inputs import CAPACITY_FIELDS
+from loadtest.summary import LoadSummary
 from tests.support import REPO_ROOT, loop_service, mcp_server, model_simulator
 
 LOAD_SECONDS = 8
@@ -57,7 +58,7 @@ def test_load_test_on_the_local_stack_feeds_the_cost_calculator(tmp_path: Path):
     loaded = time.monotonic() - began
     assert load.returncode == 0, load.stdout[-3000:] + load.stderr[-3000:]
     (summary_path,) = (tmp_path / "r").glob("*/summary.json")
-    summary = json.loads(summary_path.read_text())
+    summary = LoadSummary.read(summary_path).as_json()
     (step,) = summary["steps"]
     assert step["errors"] == 0, step["error_examples"]
     assert step["slo_met"], step["slo_broken"]

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from loadtest.summary import LoadSummary
 from tests.support import REPO_ROOT, model_simulator
 
 MAX_NUM_SEQS = 2
@@ -70,7 +70,7 @@ def test_a_stepped_sweep_finds_the_simulators_knee(tmp_path: Path) -> None:
         )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (summary_path,) = (tmp_path / "results").glob("*/summary.json")
-    summary = json.loads(summary_path.read_text())
+    summary = LoadSummary.read(summary_path).as_json()
     steps = summary["steps"]
     # the sweep ended after the first step past the knee (LOAD_STOP_AT_BREAK)
     assert [s["users"] for s in steps] == list(STEP_USERS[: STEP_USERS.index(prediction) + 2])

@@ -24,6 +24,7 @@ import httpx
 import pytest
 
 from common.stats import percentile
+from loadtest.summary import LoadSummary
 from tests.support import REPO_ROOT, model_simulator
 
 PREFILL_MS = 250.0
@@ -72,7 +73,7 @@ def test_ttft_itl_and_tokens_per_second_match_the_produced_truth(tmp_path):
         after = generated_tokens(sim)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (summary_path,) = (tmp_path / "results").glob("*/summary.json")
-    step = json.loads(summary_path.read_text())["steps"][0]
+    step = LoadSummary.read(summary_path).as_json()["steps"][0]
     model = step["model"]
     assert model["requests"] >= 40 and step["errors"] == 0
 

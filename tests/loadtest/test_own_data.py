@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import io
-import json
 import os
 import random
 import subprocess
@@ -23,6 +22,7 @@ from common.contract import ToolName
 from loadtest import scenarios
 from loadtest.leaves import ATTEMPTS, OwnLeaves, SetupError
 from loadtest.mcp import McpClient, ToolRefused
+from loadtest.summary import LoadSummary
 from stack.demo import SCENARIOS, run_scenarios
 from tests.support import REPO_ROOT, loop_service, mcp_server, model_simulator
 
@@ -91,7 +91,7 @@ def test_after_the_demo_scenarios_every_write_scenario_still_writes(tmp_path: Pa
         after = balance(mcp)
         leftovers = [v for v in own_leaves(mcp) if v["status"] not in ("rejected", "cancelled")]
     (path,) = (tmp_path / "r").glob("*/summary.json")
-    (step,) = json.loads(path.read_text())["steps"]
+    (step,) = LoadSummary.read(path).as_json()["steps"]
     assert step["errors"] == 0, step["error_examples"]
     by_scenario = step["agent"]["scenarios"]
     assert set(by_scenario) == {s.name for s in scenarios.AGENT_MIX}

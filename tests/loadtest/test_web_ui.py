@@ -3,7 +3,6 @@ with the same reports and summary as a headless run."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -13,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from loadtest.summary import LoadSummary
 from stack.processes import free_port, wait_until
 from tests.support import REPO_ROOT, model_simulator
 
@@ -64,7 +64,7 @@ def test_web_ui_shows_the_run_and_ctrl_c_writes_the_summary(tmp_path):
     (run_dir,) = (tmp_path / "results").iterdir()
     assert (run_dir / "locust.html").stat().st_size > 0
     assert (run_dir / "locust_stats.csv").exists()
-    step = json.loads((run_dir / "summary.json").read_text())["steps"][0]
+    step = LoadSummary.read(run_dir / "summary.json").as_json()["steps"][0]
     assert step["model"]["requests"] >= 20 and step["errors"] == 0  # what the UI had counted
 
 

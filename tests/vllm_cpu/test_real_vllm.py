@@ -26,6 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from common import sse
 from common.contract import LeaveStatus, ToolName
 from evals.scenarios import SCENARIOS
+from loadtest.summary import LoadSummary
 from mcp_server.leaves import LeaveService
 from mcp_server.storage import Database
 from stack import compose, realvllm
@@ -403,7 +404,7 @@ def test_locust_against_the_real_server_agrees_with_its_own_metrics(vllm_url, tm
         after = [vllm_counter(vllm_url, n) for n in names]
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         (summary,) = (tmp_path / "results").glob("*/summary.json")
-        model = json.loads(summary.read_text())["steps"][0]["model"]
+        model = LoadSummary.read(summary).as_json()["steps"][0]["model"]
         server_ttft_ms = (after[1] - before[1]) / (after[2] - before[2]) * 1000
         print(
             f"\nreal vLLM, {model['requests']} requests: output tokens client "
