@@ -20,6 +20,7 @@ from starlette.routing import Route
 from loadtest.prometheus import FIGURES, add_figures, resolve
 from loadtest.results import Slo, summarise
 from loadtest.settings import LoadSettings
+from loadtest.summary import LoadSummary
 from stack import prometheus
 from stack.localstack import LocalStack
 from tests.loadtest.records import agent_record
@@ -118,6 +119,17 @@ def test_each_step_has_its_window_s_figures_from_prometheus(spiked):
     baseline, spike, _ = (s["prometheus"] for s in spiked["steps"])
     # the window is the step's: four users hold more KV cache than one
     assert spike["kv_cache_usage_max"] > baseline["kv_cache_usage_max"]
+
+
+def test_the_summary_a_real_run_wrote_is_what_its_model_reads_and_writes(spiked):
+    """summary.json as `python -m loadtest` wrote it (Prometheus's figures in it where
+    installed) reads through loadtest.summary's model and writes back the same JSON, in the
+    same order."""
+    summary = LoadSummary.model_validate(spiked)
+    assert summary.text() == json.dumps(spiked, indent=2, ensure_ascii=False) + "\n"
+    assert summary.backend is not None and summary.backend.kind == "simulator"
+    assert summary.load is not None and summary.load.shape == "spike"
+    assert [step.phase for step in summary.steps] == ["baseline", "spike", "recovery"]
 
 
 def _summary() -> dict[str, Any]:
