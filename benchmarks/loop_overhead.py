@@ -35,7 +35,7 @@ from loop.engine import AgentLoop, ToolInfo, ToolResult  # noqa: E402
 from loop.mcp_pool import McpPool  # noqa: E402
 from loop.model import OpenAIChatModel  # noqa: E402
 from mcp_server.storage import Balance, Database, Leave  # noqa: E402
-from stack.processes import mcp_server, model_simulator  # noqa: E402
+from ops.services import mcp_server, model_simulator  # noqa: E402
 
 TOKEN = "demo-token-employee"
 

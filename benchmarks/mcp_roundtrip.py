@@ -28,7 +28,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
 from common.stats import percentile  # noqa: E402
-from stack.processes import ServiceProcess, free_port  # noqa: E402
+from ops.services import ServiceProcess, free_port  # noqa: E402
 
 
 async def one_client(url: str, token: str, mode: str, calls: int, latencies: list[float]) -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from stack.processes import ServiceProcess, free_port  # noqa: E402
+from ops.services import ServiceProcess, free_port  # noqa: E402
 
 TOOLS = [
     {

@@ -60,7 +60,7 @@ from common.stats import percentile  # noqa: E402
 from loop.engine import AgentLoop, ToolInfo, ToolResult  # noqa: E402
 from loop.mcp_pool import McpPool  # noqa: E402
 from loop.model import OpenAIChatModel  # noqa: E402
-from stack.processes import (  # noqa: E402
+from ops.services import (  # noqa: E402
     ServiceProcess,
     free_port,
     model_simulator,

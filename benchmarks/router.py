@@ -40,13 +40,13 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
 from common.stats import percentile  # noqa: E402
+from harness.router import vllm_router  # noqa: E402
 from loadtest.summary import LoadSummary  # noqa: E402
-from stack.processes import (  # noqa: E402
+from ops.services import (  # noqa: E402
     free_port,
     mcp_server,
     model_simulator,
     running,
-    vllm_router,
 )
 
 CHAT = {

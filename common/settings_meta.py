@@ -1,7 +1,7 @@
 """Where a setting's value is deployed, said on the settings field itself.
 
 The settings classes are the one place a setting is written: its name (prefix + field), type,
-default and `description` (the prose). `python -m stack.settings_generated` (`make
+default and `description` (the prose). `python -m devtools.settings_generated` (`make
 settings-generate`) writes docs/configuration.md's settings tables, deploy/.env.example's
 service settings and the Kubernetes settings ConfigMaps from them; this marker, given as a
 field's `json_schema_extra`, says which of the deployment files carry the setting and with
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-# The keys in a field's json_schema_extra; stack/settings_generated.py reads them.
+# The keys in a field's json_schema_extra; devtools/settings_generated.py reads them.
 ENV_EXAMPLE = "env_example"
 CONFIGMAP = "configmap"
 SECRET = "secret"

@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="eval.")))
         model_url = args.model_url
         if model_url is None:
-            from stack.processes import model_simulator
+            from ops.services import model_simulator
 
             model_url = f"{stack.enter_context(model_simulator(workdir, profile='instant'))}/v1"
         backend = identify(model_url)

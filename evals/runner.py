@@ -24,7 +24,7 @@ from common.run_client import RunClient, RunRefused, StreamEnded, always
 from common.runs_protocol import DetectionKind, Run, Step
 from mcp_server.seed import seed
 from mcp_server.storage import AuditEntry, Database, Leave
-from stack.processes import loop_service, mcp_server
+from ops.services import loop_service, mcp_server
 
 from .scenarios import INJECTED, EndState, Scenario, Turn, reached, untrue_claims
 

@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     if settings.ignored():
         print(f"configuration error: {settings.ignored()}", file=sys.stderr)
         return 2
-    from stack.localstack import LocalStack
+    from devtools.localstack import LocalStack
 
     settings, targets = target.resolve(settings, LocalStack().urls())
     for place in target.needed(targets, settings.user_classes):

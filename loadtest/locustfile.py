@@ -8,7 +8,7 @@ and LOAD_RESULTS_RUN_DIR set works too (web UI), and so does a worker
 Timing comes from loadtest.client, not from Locust's HTTP clients (see there); every request
 also goes to the raw log the summary reads.
 
-The agent and facade users' scenarios are the seed scenarios (stack.demo.SCENARIOS), each on a
+The agent and facade users' scenarios are the seed scenarios (devtools.demo.SCENARIOS), each on a
 leave of the user's own in the state it needs, made just before through the MCP server
 (loadtest.leaves): a submit has a draft to submit, a cancel an approved leave to cancel, what
 ever the demo or an earlier run did to the seeded leaves.

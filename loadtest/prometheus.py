@@ -210,7 +210,7 @@ def resolve(setting: str) -> tuple[str | None, str]:
         return None, "no Prometheus figures: LOAD_PROMETHEUS_URL=off"
     if setting.strip():
         return setting.strip(), ""
-    from stack.prometheus import running_local_url
+    from devtools.prometheus import running_local_url
 
     local = running_local_url()
     if local is None:

@@ -1,4 +1,4 @@
-"""The agent and facade users' scenarios: the seed scenarios (stack.demo.SCENARIOS), each on a
+"""The agent and facade users' scenarios: the seed scenarios (devtools.demo.SCENARIOS), each on a
 leave of the user's own, named by its reason where the seed names 家庭旅遊 and 表妹婚禮 (a test
 holds the requests to the seed's words)."""
 

@@ -1,4 +1,4 @@
-"""Test helpers: the services as processes (from stack.processes), and one-shot runs."""
+"""Test helpers: the services as processes (from ops.services), and one-shot runs."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from typing import Any
 
 import uvicorn
 
-from stack.compose import REPO_ROOT
-from stack.processes import (
+from ops.compose import REPO_ROOT
+from ops.services import (
     ServiceProcess,
     free_port,
     http_ok,

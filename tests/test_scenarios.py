@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 from common.scenarios import SEED_SCENARIOS
+from devtools.demo import SCENARIOS as DEMO
 from evals.scenarios import SCENARIOS as GATE
 from loadtest.scenarios import AGENT_MIX
-from stack.demo import SCENARIOS as DEMO
 
 
 def test_the_demo_makes_the_seed_requests_and_answers_them_as_the_catalogue_says():

@@ -2,7 +2,7 @@
 
 Nothing here changes the Dockerfile or the compose files, and nothing stands in for what a
 podman host runs: the stack is started by `make up-sim ENGINE=podman`, the route
-docs/deployment.md#podman describes (`python -m stack podman`: podman's API socket, the image
+docs/deployment.md#podman describes (`python -m ops podman`: podman's API socket, the image
 build, healthchecks without systemd). What the tier keeps is only what a real host would not
 need: podman-host.sh's stand-in base images (no registry here) and compose.podman.yaml (no
 Grafana image here).
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from stack import podman as route
+from ops import podman as route
 from tests.support import REPO_ROOT, wait_until
 
 from .helpers import Engine, Podman
@@ -75,7 +75,7 @@ def engine(podman: Podman, image: str) -> Iterator[Engine]:
     finally:
         ticker = route._pid_alive(route.TICKER_PID)
         subprocess.run(
-            [sys.executable, "-m", "stack", "podman", "stop"], cwd=REPO_ROOT, env=env, check=False
+            [sys.executable, "-m", "ops", "podman", "stop"], cwd=REPO_ROOT, env=env, check=False
         )
         if ticker is not None:
             wait_until(lambda: not Path(f"/proc/{ticker}").exists(), timeout=10,

@@ -22,10 +22,10 @@ import httpx
 import pytest
 
 from common import sse
+from devtools.demo import run_scenarios
 from loadtest.summary import LoadSummary
-from stack.demo import run_scenarios
-from stack.layout import LAYOUT_FILE
-from stack.stackcheck import Stack, problems
+from ops.layout import LAYOUT_FILE
+from ops.stackcheck import Stack, problems
 from tests.support import free_port, wait_until
 
 from .helpers import LOAD_FILE, PROJECT, SITE_OVERRIDE, Engine, env_file, make

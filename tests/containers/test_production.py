@@ -29,8 +29,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import NameOID
 
-from stack.layout import LAYOUT_FILE
-from stack.stackcheck import Stack, problems
+from ops.layout import LAYOUT_FILE
+from ops.stackcheck import Stack, problems
 from tests.support import free_port, wait_until
 
 from .helpers import LOAD_FILE, SITE_OVERRIDE, Engine, env_file, make
@@ -163,7 +163,7 @@ class ProductionStack:
         return path
 
     def compose_config(self) -> dict[str, Any]:
-        from stack import compose
+        from ops import compose
 
         return compose.config(sim=True, env_file=self.env, environ=self.engine.env)
 

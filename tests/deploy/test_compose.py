@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from stack import compose, layout
+from ops import compose, layout
 from tests.deploy.vllm_flags import recorded_flags
 
 REPO = compose.REPO_ROOT

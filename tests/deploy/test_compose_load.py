@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from loadtest.settings import LoadSettings
-from stack import compose
+from ops import compose
 
 WORKERS = "3"
 

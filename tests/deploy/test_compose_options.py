@@ -8,8 +8,8 @@ import os
 import pytest
 import yaml
 
-from stack import compose
-from stack.preflight import published_ports
+from ops import compose
+from ops.preflight import published_ports
 from tests.deploy.vllm_flags import recorded_flags
 
 POSTGRES_ENV = {

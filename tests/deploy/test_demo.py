@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from stack.compose import REPO_ROOT
+from ops.compose import REPO_ROOT
 from tests.support import free_port
 
 
@@ -78,7 +78,7 @@ def test_make_demo_on_a_fresh_clone(tmp_path):
         else:
             assert "Prometheus      not installed, so not started" in out
         status = subprocess.run(
-            [str(clone / ".venv/bin/python"), "-m", "stack", "status"],
+            [str(clone / ".venv/bin/python"), "-m", "devtools", "status"],
             cwd=clone,
             capture_output=True,
             text=True,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from stack.demo import run_scenarios
+from devtools.demo import run_scenarios
 from tests.support import loop_service, mcp_server, model_simulator
 
 

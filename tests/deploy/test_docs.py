@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from stack.compose import REPO_ROOT
+from ops.compose import REPO_ROOT
 
 README = REPO_ROOT / "README.md"
 DOCS = REPO_ROOT / "docs"
@@ -140,7 +140,7 @@ def test_every_published_port_setting_is_in_the_readme():
 
 def test_the_readme_says_every_port_that_moves_the_local_stack():
     """`make dev` says a port is in use: the README listed LOOP_, MCP_PUBLISHED_PORT and
-    LOCAL_MODEL_PORT, but the local Prometheus (stack/prometheus.py) moves with its own."""
+    LOCAL_MODEL_PORT, but the local Prometheus (devtools/prometheus.py) moves with its own."""
     import yaml
 
     services = yaml.safe_load((REPO_ROOT / "deploy" / "compose.yaml").read_text())["services"]

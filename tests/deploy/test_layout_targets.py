@@ -10,8 +10,8 @@ import os
 import pytest
 import yaml
 
-from stack import compose, layout
-from stack.prometheus import CONFIG
+from devtools.prometheus import CONFIG
+from ops import compose, layout
 
 
 def _vllm_job() -> dict:

@@ -1,6 +1,7 @@
 """The load generator's image (docker/Dockerfile.loadtest): hadolint, and its Python
 environment made without containers as its builder stage makes it, then the master's and a
-worker's entry points started from its /app (the loadtest/ and stack/ it copies, nothing else)."""
+worker's entry points started from its /app (the loadtest/, ops/ and devtools/ it copies,
+nothing else)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ DOCKERFILE = REPO_ROOT / "docker" / "Dockerfile.loadtest"
 
 def test_reads_the_dockerfile_it_mirrors():
     assert {"pyproject.toml", "uv.lock", "loop", "mcp_server"} <= set(copied_sources(DOCKERFILE))
-    assert copied_sources(DOCKERFILE, "runtime") == ["loadtest", "stack"]
+    assert copied_sources(DOCKERFILE, "runtime") == ["loadtest", "ops", "devtools"]
     flags = final_sync_flags(DOCKERFILE)
     assert {"--frozen", "--no-dev", "--all-extras"} <= set(flags) and "--no-extra" not in flags
 
@@ -59,7 +60,7 @@ def test_the_entry_points_start(image, args):
 
 
 def test_the_master_looks_for_the_stack_with_what_the_image_installs(image):
-    # the local stack's URLs (stack/), the probes and the backend's identity: one line when
+    # the local stack's URLs (devtools/), the probes and the backend's identity: one line when
     # nothing answers, not an ImportError
     python, app = image
     nowhere = ["--loop-url", "http://127.0.0.1:9", "--mcp-url", "http://127.0.0.1:9/mcp"]
@@ -77,7 +78,7 @@ def test_the_master_prepares_a_run_from_the_installed_services(image):
         "from loadtest import conversations\n"
         "assert 'site-packages' in mcp_server.__file__, mcp_server.__file__\n"
         "print(len(conversations.build()['tools']))\n"
-        "print(p.resolve('')[0])\n"  # looks for make dev's Prometheus: stack/ and its imports
+        "print(p.resolve('')[0])\n"  # looks for make dev's Prometheus: devtools/ and its imports
     )
     done = run_isolated(python, "-c", script, cwd=app)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -8,8 +8,8 @@ import os
 from prometheus_client import generate_latest
 
 from loop.metrics import LoopMetrics
-from stack import compose, layout
-from stack.model_identity import fingerprint
+from ops import compose, layout
+from ops.model_identity import fingerprint
 
 
 def test_a_retrained_model_of_the_same_shape_gets_another_fingerprint(tmp_path):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from stack import podman
+from ops import podman
 from tests.support import REPO_ROOT
 
 DOCKERFILE = """\
@@ -166,21 +166,21 @@ def test_every_compose_call_goes_through_the_engine(target):
     on_podman = dry_run(target, "ENV_FILE=deploy/.env.example", "ENGINE=podman")
     assert on_podman.returncode == 0, on_podman.stderr
     lines = compose_lines(on_podman.stdout)
-    assert lines and all("-m stack podman compose --project-directory" in line for line in lines)
+    assert lines and all("-m ops podman compose --project-directory" in line for line in lines)
     assert "docker compose" not in on_podman.stdout
 
 
 @pytest.mark.parametrize("target", ["up", "up-sim"])
 def test_the_checks_are_told_the_engine(target):
     printed = dry_run(target, "ENV_FILE=deploy/.env.example", "ENGINE=podman").stdout
-    checks = [line for line in printed.splitlines() if "-m stack preflight" in line]
-    checks += [line for line in printed.splitlines() if "-m stack check-stack" in line]
+    checks = [line for line in printed.splitlines() if "-m ops preflight" in line]
+    checks += [line for line in printed.splitlines() if "-m ops check-stack" in line]
     assert len(checks) == 3 and all("--engine podman" in line for line in checks), printed
 
 
 def test_make_down_on_podman_stops_what_the_route_started():
-    assert "-m stack podman stop" in dry_run("down", "ENGINE=podman").stdout
-    assert "-m stack podman stop" not in dry_run("down").stdout
+    assert "-m ops podman stop" in dry_run("down", "ENGINE=podman").stdout
+    assert "-m ops podman stop" not in dry_run("down").stdout
 
 
 def test_an_unknown_engine_is_refused():

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from stack import compose
-from stack.preflight import EXAMPLE_SECRETS, problems, warnings
+from ops import compose
+from ops.preflight import EXAMPLE_SECRETS, problems, warnings
 from tests.support import free_port
 
 

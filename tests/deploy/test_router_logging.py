@@ -8,7 +8,9 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from stack import compose, processes
+from harness.router import vllm_router
+from ops import compose
+from ops import services as processes
 from tests.support import REPO_ROOT
 
 CALLS = 5
@@ -32,7 +34,7 @@ def _calls_through(router: str) -> None:
 def _lines_per_call(tmp_path, **flags: str) -> float:
     with (
         processes.model_simulator(tmp_path, profile="instant") as worker,
-        processes.vllm_router(tmp_path, [worker], **flags) as (router, _),
+        vllm_router(tmp_path, [worker], **flags) as (router, _),
     ):
         log = next(tmp_path.glob("router-*.log"))
         _calls_through(router)  # connections and the hash ring warmed up

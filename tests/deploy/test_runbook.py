@@ -13,7 +13,7 @@ import sys
 from contextlib import closing
 
 from loop.store import RunStore
-from stack.compose import REPO_ROOT
+from ops.compose import REPO_ROOT
 from tests.support import run_to_exit
 
 RUNBOOK = REPO_ROOT / "docs" / "operations.md"

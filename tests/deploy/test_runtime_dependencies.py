@@ -66,7 +66,7 @@ def test_every_entry_point_starts(image_python, entry_point):
 
 
 def test_the_router_binary_is_the_pinned_one_and_takes_the_flags_compose_gives_it(image_python):
-    from stack.compose import config
+    from ops.compose import config
 
     command = config(sim=True)["services"]["vllm-router"]["command"]
     router = image_python.parent / command[0]

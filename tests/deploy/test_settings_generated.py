@@ -1,6 +1,6 @@
 """A setting is written once, on its field: docs/configuration.md's tables, deploy/.env.example's
 service settings and the Kubernetes settings ConfigMaps are generated from the settings classes
-(stack/settings_generated.py). A stale file, a setting without prose, a secret on its way into
+(devtools/settings_generated.py). A stale file, a setting without prose, a secret on its way into
 a ConfigMap or a compose fallback that disagrees with the class fail here."""
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from common.settings_meta import deployed
-from stack import compose, settings_generated
-from stack.settings_generated import CONFIGMAPS, DOCUMENTED, ENV_EXAMPLE_CLASSES
+from devtools import settings_generated
+from devtools.settings_generated import CONFIGMAPS, DOCUMENTED, ENV_EXAMPLE_CLASSES
+from ops import compose
 from tests.support import REPO_ROOT
 
 COMPOSE_FILES = (compose.BASE_FILE, compose.SIM_FILE, compose.LOAD_FILE)

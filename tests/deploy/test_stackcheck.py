@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from stack import compose
-from stack.__main__ import main as stack_main
-from stack.compose import EXAMPLE_ENV
+from ops import compose
+from ops.__main__ import main as stack_main
+from ops.compose import EXAMPLE_ENV
 from tests.support import REPO_ROOT, mcp_server, model_simulator
 
 CONFIG = {
@@ -26,7 +26,7 @@ CONFIG = {
 }
 
 
-CHECK_STACK = [sys.executable, "-m", "stack", "check-stack", "--sim", "--timeout", "0"]
+CHECK_STACK = [sys.executable, "-m", "ops", "check-stack", "--sim", "--timeout", "0"]
 
 
 def fake_docker(bin_dir, containers: list[dict], loop_port: int, config: str | None = None) -> None:
@@ -125,7 +125,7 @@ def test_a_compose_that_prints_no_json_is_one_line_not_a_traceback(tmp_path, pri
 
 
 def test_stack_commands_say_in_one_line_when_compose_prints_no_json(tmp_path, monkeypatch, capsys):
-    """`python -m stack urls` (the end of `make up`) reads the project through the compose
+    """`python -m ops urls` (the end of `make up`) reads the project through the compose
     binary too."""
     script = tmp_path / "docker-compose"
     script.write_text("#!/bin/sh\necho 'not json'\n")

@@ -11,9 +11,9 @@ import os
 import httpx
 import pytest
 
-from stack import compose, layout
-from stack.demo import stream_run
-from stack.localstack import LocalStack, plan
+from devtools.demo import stream_run
+from devtools.localstack import LocalStack, plan
+from ops import compose, layout
 from tests.support import free_port
 
 

@@ -9,7 +9,7 @@ from functools import cache
 
 import pytest
 
-from stack import k8s
+from ops import k8s
 
 
 @cache

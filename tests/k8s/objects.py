@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stack import k8s
+from ops import k8s
 
 
 def find(objects: list[k8s.Obj], kind: str, name: str) -> k8s.Obj:

@@ -39,7 +39,7 @@ from pathlib import Path
 import httpx
 import yaml
 
-from stack import k8s
+from ops import k8s
 
 DISCOVERY_FLAGS = (
     "--service-discovery", "--selector", "--service-discovery-port", "--service-discovery-namespace",

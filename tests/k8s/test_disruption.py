@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from stack import k8s
+from ops import k8s
 
 
 def _with_keda(overlay: str, tmp_path) -> list[k8s.Obj]:

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from stack import compose, k8s, k8s_generated
+from devtools import k8s_generated
+from ops import compose, k8s
 from tests.support import REPO_ROOT
 
 from .objects import container, find
@@ -234,7 +235,7 @@ def test_the_settings_configmaps_hold_the_settings_marked_for_them_and_no_secret
     """The rendered ConfigMaps are the generated .env files: every setting marked `configmap`
     (with its value; the sim overlay's MCP_ENV only is its own), none marked `secret`, whose
     values each pod takes from leave-secrets."""
-    from stack import settings_generated
+    from devtools import settings_generated
 
     objects = rendered(overlay)
     for path, classes in settings_generated.CONFIGMAPS.items():

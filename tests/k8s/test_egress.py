@@ -7,7 +7,7 @@ import os
 import re
 import textwrap
 
-from stack import k8s
+from ops import k8s
 from tests.support import REPO_ROOT
 
 URLS = {

@@ -7,7 +7,7 @@ import base64
 import os
 import textwrap
 
-from stack import k8s
+from ops import k8s
 
 from .objects import container, env, find
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from stack import k8s
+from ops import k8s
 
 from .objects import find
 

@@ -9,7 +9,8 @@ import textwrap
 
 import pytest
 
-from stack import k8s, k8s_generated
+from devtools import k8s_generated
+from ops import k8s
 
 CHART_DEFAULT_RELEASE = {"release": "kube-prometheus-stack"}
 

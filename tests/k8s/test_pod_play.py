@@ -19,8 +19,8 @@ import httpx
 import pytest
 
 from common import sse
-from stack import k8s
-from stack.demo import EMPLOYEE, SCENARIOS, run_scenarios
+from devtools.demo import EMPLOYEE, SCENARIOS, run_scenarios
+from ops import k8s
 from tests.support import REPO_ROOT, wait_until
 
 from .podplay import Play, metric_total

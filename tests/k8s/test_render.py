@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from stack import k8s
+from ops import k8s
 from tests.support import REPO_ROOT
 
 from .objects import container, find
@@ -108,7 +108,7 @@ def test_gpu_pods_ask_for_a_gpu_and_the_shared_model_read_only(rendered):
 
 def test_the_command_line_prints_the_counts_and_exits_zero():
     done = subprocess.run(
-        [sys.executable, "-m", "stack.k8s"], capture_output=True, text=True, cwd=REPO_ROOT
+        [sys.executable, "-m", "ops.k8s"], capture_output=True, text=True, cwd=REPO_ROOT
     )
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
@@ -118,7 +118,7 @@ def test_the_command_line_prints_the_counts_and_exits_zero():
 
 def test_the_command_line_refuses_an_unknown_overlay_in_one_line():
     done = subprocess.run(
-        [sys.executable, "-m", "stack.k8s", "staging"],
+        [sys.executable, "-m", "ops.k8s", "staging"],
         capture_output=True,
         text=True,
         cwd=REPO_ROOT,

@@ -104,7 +104,7 @@ def _write_with_this_tree(out: Path, model_url: str) -> None:
 
 def main(commits: list[str]) -> None:
     sys.path.insert(0, str(REPO_ROOT))
-    from stack.processes import model_simulator
+    from ops.services import model_simulator
 
     FIXTURES.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as work, model_simulator(Path(work)) as sim:

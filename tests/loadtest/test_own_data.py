@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 
 from common.contract import ToolName
+from devtools.demo import SCENARIOS, run_scenarios
 from loadtest import scenarios
 from loadtest.leaves import ATTEMPTS, OwnLeaves, SetupError
 from loadtest.mcp import McpClient, ToolRefused
 from loadtest.summary import LoadSummary
-from stack.demo import SCENARIOS, run_scenarios
 from tests.support import REPO_ROOT, loop_service, mcp_server, model_simulator
 
 WRITES = {

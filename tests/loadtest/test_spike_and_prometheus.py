@@ -17,12 +17,12 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import Route
 
+from devtools import prometheus
+from devtools.localstack import LocalStack
 from loadtest.prometheus import FIGURES, add_figures, resolve
 from loadtest.results import Slo, summarise
 from loadtest.settings import LoadSettings
 from loadtest.summary import LoadSummary
-from stack import prometheus
-from stack.localstack import LocalStack
 from tests.loadtest.records import agent_record
 from tests.support import (
     REPO_ROOT,
@@ -187,7 +187,7 @@ def test_a_prometheus_not_ready_or_not_yet_resolved_is_waited_for(monkeypatch):
 
 
 def test_without_a_prometheus_url_the_figures_are_null_and_say_why(tmp_path, monkeypatch):
-    monkeypatch.setattr("stack.localstack.RUN_DIR", tmp_path)  # no make dev running here
+    monkeypatch.setattr("devtools.localstack.RUN_DIR", tmp_path)  # no make dev running here
     assert resolve("off") == (None, "no Prometheus figures: LOAD_PROMETHEUS_URL=off")
     url, why = resolve("")
     assert url is None and "LOAD_PROMETHEUS_URL is not set" in why
@@ -197,7 +197,7 @@ def test_without_a_prometheus_url_the_figures_are_null_and_say_why(tmp_path, mon
 
 
 def test_make_devs_prometheus_is_found_while_it_runs(tmp_path, monkeypatch):
-    monkeypatch.setattr("stack.localstack.RUN_DIR", tmp_path)
+    monkeypatch.setattr("devtools.localstack.RUN_DIR", tmp_path)
     listen = f"127.0.0.1:{free_port()}"
     # a stand-in process with the command line the local stack records for Prometheus
     code = "import sys; print('up', flush=True); sys.stdin.read()"

@@ -15,10 +15,10 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from devtools.localstack import URLS_FILE, LocalStack
 from loadtest import target
 from loadtest.__main__ import main
 from loadtest.settings import LoadSettings
-from stack.localstack import URLS_FILE, LocalStack
 from tests.support import free_port, serving_in_thread, wait_until
 
 

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from loadtest.summary import LoadSummary
-from stack.processes import free_port, wait_until
+from ops.services import free_port, wait_until
 from tests.support import REPO_ROOT, model_simulator
 
 

@@ -17,7 +17,7 @@ from loop.engine import LoopConfig
 from loop.metrics import LoopMetrics
 from loop.runs import RunManager
 from loop.store import RunRecord, RunStore
-from stack.processes import loop_service as loop_service  # where the tests import it from
+from ops.services import loop_service as loop_service  # where the tests import it from
 from tests.fakes import AnsweringModel, FakePool
 
 EMPLOYEE = {"Authorization": "Bearer demo-token-employee"}

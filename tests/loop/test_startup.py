@@ -10,7 +10,7 @@ import uvicorn
 
 from common.entrypoint import load_settings, serve
 from loop.settings import LoopSettings
-from stack.processes import free_port
+from ops.services import free_port
 from tests.support import port_in_use, run_to_exit
 
 

@@ -271,7 +271,7 @@ def test_allowed_hosts_read_as_a_comma_separated_list(monkeypatch):
 def test_the_key_shipped_in_the_examples_is_one_production_knows():
     """The likeness check compares with KNOWN_DEFAULT_SECRETS: the example's key must be in it."""
     from mcp_server.settings import KNOWN_DEFAULT_SECRETS
-    from stack.compose import REPO_ROOT
+    from ops.compose import REPO_ROOT
 
     shipped = [
         line.split("=", 1)[1].strip()

@@ -17,7 +17,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from stack import compose, prometheus
+from devtools import prometheus
+from ops import compose
 from tests.support import (
     free_port,
     loop_service,

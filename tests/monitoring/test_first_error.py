@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 
-from stack import prometheus
+from devtools import prometheus
 from tests.support import free_port, loop_service, mcp_server, model_simulator, running, wait_until
 
 from .helpers import tool

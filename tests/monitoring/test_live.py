@@ -19,9 +19,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from stack import prometheus
-from stack.demo import run_scenarios
-from stack.processes import vllm_router
+from devtools import prometheus
+from devtools.demo import run_scenarios
+from harness.router import vllm_router
 from tests.support import free_port, loop_service, mcp_server, model_simulator, running, wait_until
 
 from .helpers import Live, metric_names, panel_queries, rules, tool, variable_queries

@@ -8,7 +8,8 @@ from __future__ import annotations
 import httpx
 import yaml
 
-from stack import layout, prometheus
+from devtools import prometheus
+from ops import layout
 from tests.support import free_port, running, wait_until
 
 from .helpers import tool

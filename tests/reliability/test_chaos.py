@@ -37,7 +37,7 @@ from sqlalchemy import select
 from common.contract import StepOutcome, step_failed
 from loadtest.client import HttpError, StreamingClient
 from mcp_server.storage import AuditEntry, Balance, Database, Leave
-from stack.processes import ServiceProcess, free_port, http_ok, seed_database, wait_until
+from ops.services import ServiceProcess, free_port, http_ok, seed_database, wait_until
 
 pytestmark = [pytest.mark.reliability, pytest.mark.timeout(600)]
 

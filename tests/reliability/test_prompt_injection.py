@@ -26,7 +26,7 @@ from starlette.routing import Route
 from common import sse
 from common.runs_protocol import ConfirmationRequested
 from mcp_server.storage import AuditEntry, Database, Leave
-from stack.processes import free_port, running, seed_database
+from ops.services import free_port, running, seed_database
 from tests.loop.helpers import stream_run
 from tests.support import serving_in_thread
 

@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from stack.processes import vllm_router
+from harness.router import vllm_router
 from tests.support import serving_in_thread
 
 ANSWER = {

@@ -9,7 +9,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from stack.processes import vllm_router
+from harness.router import vllm_router
 from tests.support import loop_service, mcp_server, model_simulator
 
 EMPLOYEE = {"Authorization": "Bearer demo-token-employee"}

@@ -25,12 +25,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from common import sse
 from common.contract import LeaveStatus, ToolName
+from devtools import realvllm
 from evals.scenarios import SCENARIOS
+from harness.router import vllm_router
 from loadtest.summary import LoadSummary
 from mcp_server.leaves import LeaveService
 from mcp_server.storage import Database
-from stack import compose, realvllm
-from stack.processes import vllm_router
+from ops import compose
 from tests.loop.helpers import EMPLOYEE, stream_run
 from tests.modelsim.exposition import FAMILIES, shape
 from tests.support import (
@@ -373,7 +374,7 @@ def vllm_counter(base: str, name: str) -> float:
 def test_locust_against_the_real_server_agrees_with_its_own_metrics(vllm_url, tmp_path):
     """Client-side figures from a short model-user run vs what vLLM itself counted, and a real
     Prometheus scraping the real server: every Serving panel and vLLM rule returns data."""
-    from stack import prometheus
+    from devtools import prometheus
     from tests.monitoring.helpers import Live, panel_queries, rules, tool
 
     tool("prometheus")

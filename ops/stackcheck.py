@@ -36,7 +36,7 @@ class Stack:
     env_file: Path
     extra_files: tuple[Path, ...] = ()
     environ: Mapping[str, str] | None = None  # for `docker`; None: this process's
-    engine: str = "docker"  # make's ENGINE: "podman" goes through `python -m stack podman`
+    engine: str = "docker"  # make's ENGINE: "podman" goes through `python -m ops podman`
 
     def command(self, *args: str) -> list[str]:
         files = [BASE_FILE, *([SIM_FILE] if self.sim else []), *self.extra_files]
@@ -62,7 +62,7 @@ class Stack:
 def compose_command(engine: str) -> list[str]:
     """What stands for `docker compose` on the engine (make's ENGINE)."""
     if engine == "podman":
-        return [sys.executable, "-m", "stack", "podman", "compose"]
+        return [sys.executable, "-m", "ops", "podman", "compose"]
     return ["docker", "compose"]
 
 

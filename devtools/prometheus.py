@@ -18,7 +18,8 @@ from typing import Any
 import httpx
 import yaml
 
-from .compose import REPO_ROOT, host_ports
+from ops.compose import REPO_ROOT, host_ports
+
 from .localstack import LocalService
 
 MONITORING = REPO_ROOT / "monitoring"

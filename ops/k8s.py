@@ -4,7 +4,7 @@
 its problems, each one line naming the object and the field ("Deployment/mcp-server:
 MCP_DATABASE_URL: …"), so a broken manifest fails `make test` with the reason and nothing else.
 
-    python -m stack.k8s [OVERLAY …]  → object counts, every problem (make kubernetes-render)
+    python -m ops.k8s [OVERLAY …]  → object counts, every problem (make kubernetes-render)
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The podman route: `make up|up-sim|down|logs|ps|load-compose ENGINE=podman`.
 
-`python -m stack podman compose <docker compose arguments>` stands where `docker compose`
-stands on a Docker host. It runs the Compose v2 binary (stack.compose.compose_binary()) against
+`python -m ops podman compose <docker compose arguments>` stands where `docker compose`
+stands on a Docker host. It runs the Compose v2 binary (ops.compose.compose_binary()) against
 podman's Docker-compatible API: an API socket that answers already (/run/podman/podman.sock,
 $XDG_RUNTIME_DIR/podman/podman.sock), else one it starts itself, detached
 (`podman system service --time=0`, socket and pid file in .run/podman/). No `docker` is needed.
@@ -10,7 +10,7 @@ Three things differ from Docker, and `up` and `down` handle them here:
 
 - Healthchecks: podman runs them from systemd timers. Without systemd (containers, minimal VMs)
   they never fire and `depends_on: service_healthy` waits forever, so `up` starts a detached
-  ticker (`python -m stack podman tick`) that runs `podman healthcheck run` for the project's
+  ticker (`python -m ops podman tick`) that runs `podman healthcheck run` for the project's
   containers every few seconds; `down` stops it. With systemd, none is started.
 - Builds: Compose builds through Bake/BuildKit, which podman lacks (COMPOSE_BAKE=false is
   deprecated). `up` builds each image itself with `podman build --format docker` (the OCI format
@@ -179,7 +179,7 @@ def start_ticker(project: str, environ: Mapping[str, str]) -> bool:
         return False
     RUN_DIR.mkdir(parents=True, exist_ok=True)
     ticker = subprocess.Popen(
-        [sys.executable, "-m", "stack", "podman", "tick", "--project", project],
+        [sys.executable, "-m", "ops", "podman", "tick", "--project", project],
         cwd=REPO_ROOT,
         env=dict(environ),
         stdin=subprocess.DEVNULL,
@@ -505,10 +505,10 @@ def stop() -> list[str]:
     return stopped
 
 
-USAGE = """usage: python -m stack podman compose <docker compose arguments>
-       python -m stack podman env        print DOCKER_HOST for podman's API socket
-       python -m stack podman tick [--project NAME]   run healthchecks every 2 s (foreground)
-       python -m stack podman stop       stop the ticker and the API service started here"""
+USAGE = """usage: python -m ops podman compose <docker compose arguments>
+       python -m ops podman env        print DOCKER_HOST for podman's API socket
+       python -m ops podman tick [--project NAME]   run healthchecks every 2 s (foreground)
+       python -m ops podman stop       stop the ticker and the API service started here"""
 
 
 def main(argv: Sequence[str]) -> int:

@@ -199,7 +199,7 @@ def write(
 ) -> Path:
     kind = "simulator" if sim else "GPU"
     header = (
-        f"# Written by `python -m stack layout` for the {kind} layout: {layout.describe()}.\n"
+        f"# Written by `python -m ops layout` for the {kind} layout: {layout.describe()}.\n"
         "# From VLLM_GPUS, VLLM_TENSOR_PARALLEL_SIZE and VLLM_GPU_IDS; `make up` / `make up-sim`\n"
         "# write it again each time, so edit deploy/.env, not this file.\n"
     )

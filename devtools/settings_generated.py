@@ -5,7 +5,7 @@ description are written once, on its field; its `deployed(...)` marker
 (common/settings_meta.py) says which deployment files carry it. Never edited by hand; a test
 fails when they differ.
 
-    python -m stack.settings_generated     → rewrites them (make settings-generate)
+    python -m devtools.settings_generated     → rewrites them (make settings-generate)
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 CONFIGURATION = REPO_ROOT / "docs" / "configuration.md"
 ENV_EXAMPLE = REPO_ROOT / "deploy" / ".env.example"
 K8S_BASE = REPO_ROOT / "deploy" / "k8s" / "base"
-COMMAND = "`make settings-generate` (python -m stack.settings_generated)"
+COMMAND = "`make settings-generate` (python -m devtools.settings_generated)"
 WIDTH = 96  # .env.example's comment lines, as the hand-written ones
 RULE = 92  # its section headings' width, as the hand-written ones
 

@@ -2,7 +2,7 @@
 as a PrometheusRule, the Grafana dashboards and the DCGM counters as ConfigMaps, PostgreSQL's
 init script. Written from those files, never edited by hand; a test fails when they differ.
 
-    python -m stack.k8s_generated          → rewrites them (make kubernetes-generate)
+    python -m devtools.k8s_generated          → rewrites them (make kubernetes-generate)
 """
 
 from __future__ import annotations

@@ -1,1 +1,0 @@
-"""Deployment helpers: the compose files read through Compose, the no-Docker stack, the demo."""
