@@ -40,6 +40,7 @@ import httpx
 import yaml
 
 from ops import k8s
+from ops.k8s import checks
 
 DISCOVERY_FLAGS = (
     "--service-discovery", "--selector", "--service-discovery-port", "--service-discovery-namespace",
@@ -145,7 +146,7 @@ class Play:
             skip_value = arg in DISCOVERY_FLAGS
             if arg.split("=", 1)[0] not in DISCOVERY_FLAGS:
                 kept.append(arg)
-        port = k8s._flag(args, "--service-discovery-port")
+        port = checks._flag(args, "--service-discovery-port")
         vllm = self.workload("Deployment", "vllm")
         container["args"] = [
             *kept, "--worker-urls", *(f"http://{pod}:{port}" for pod in self.pod_names(vllm)),

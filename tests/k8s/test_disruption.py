@@ -10,6 +10,7 @@ import textwrap
 import pytest
 
 from ops import k8s
+from ops.k8s import checks
 
 
 def _with_keda(overlay: str, tmp_path) -> list[k8s.Obj]:
@@ -31,9 +32,9 @@ def test_no_budget_lets_a_drain_take_the_last_ready_replica(rendered, tmp_path, 
     budgets = [o for o in objects if o["kind"] == "PodDisruptionBudget"]
     checked = 0
     for workload in (o for o in objects if o["kind"] in ("Deployment", "StatefulSet")):
-        fewest, _ = k8s._min_replicas(objects, workload)
+        fewest, _ = checks._min_replicas(objects, workload)
         for budget in budgets:
-            if k8s._matches(budget["spec"]["selector"], k8s.pod_labels(workload)):
+            if checks._matches(budget["spec"]["selector"], k8s.pod_labels(workload)):
                 # every replica ready; the drain evicts as many as the budget allows
                 left = fewest - k8s.disruptions_allowed(budget, fewest, fewest)
                 assert left >= 1, (k8s.ref(budget), k8s.ref(workload), fewest)

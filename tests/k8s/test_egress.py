@@ -8,6 +8,7 @@ import re
 import textwrap
 
 from ops import k8s
+from ops.k8s import checks
 from tests.support import REPO_ROOT
 
 URLS = {
@@ -60,9 +61,9 @@ def test_the_components_open_exactly_those_ways(tmp_path):
     assert k8s.check(objects, k8s.POLICIES["prod"]) == []
     mcp = k8s.pod_labels(next(o for o in objects if k8s.ref(o) == "Deployment/mcp-server"))
     loop = k8s.pod_labels(next(o for o in objects if k8s.ref(o) == "Deployment/loop"))
-    assert {443, 4318} <= (k8s._egress_ports(objects, mcp) or set())
-    assert 4318 in (k8s._egress_ports(objects, loop) or set())
-    assert 443 not in (k8s._egress_ports(objects, loop) or set())  # the IdP is the MCP server's
+    assert {443, 4318} <= (checks._egress_ports(objects, mcp) or set())
+    assert 4318 in (checks._egress_ports(objects, loop) or set())
+    assert 443 not in (checks._egress_ports(objects, loop) or set())  # the IdP is the MCP server's
 
 
 def test_the_page_lists_every_egress_policy(rendered, tmp_path):

@@ -1,4 +1,4 @@
-"""Every overlay renders offline and passes every check (stack/k8s.py) as it is."""
+"""Every overlay renders offline and passes every check (ops/k8s/checks.py) as it is."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from ops import k8s
+from ops.k8s import checks
 from tests.support import REPO_ROOT
 
 from .objects import container, find
@@ -45,7 +46,7 @@ def test_only_sim_seeds_demo_data(rendered, overlay, mode):
         workload = find(objects, "Job" if name == "mcp-migrate" else "Deployment", name)
         for _, serving in k8s.containers(workload):
             if serving.get("envFrom"):
-                assert k8s._setting(objects, serving, "MCP_ENV", None) == mode, name
+                assert checks._setting(objects, serving, "MCP_ENV", None) == mode, name
 
 
 @pytest.mark.parametrize("overlay", k8s.OVERLAYS)

@@ -1,36 +1,26 @@
-"""The Kubernetes overlays (deploy/k8s/) rendered offline and checked as a cluster would need them.
+"""The rendered overlays checked as a cluster would need them (ops.k8s.render renders them).
 
-`kubectl kustomize` renders an overlay; every check here reads the rendered objects and returns
-its problems, each one line naming the object and the field ("Deployment/mcp-server:
-MCP_DATABASE_URL: …"), so a broken manifest fails `make test` with the reason and nothing else.
-
-    python -m ops.k8s [OVERLAY …]  → object counts, every problem (make kubernetes-render)
+Every check reads the rendered objects and returns its problems, each one line naming the
+object and the field ("Deployment/mcp-server: MCP_DATABASE_URL: …"), so a broken manifest fails
+`make test` with the reason and nothing else; `check` is all of them, the schemas
+(ops.k8s.schemas) first.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import shutil
-import subprocess
-import sys
-from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-K8S = REPO_ROOT / "deploy" / "k8s"
-OVERLAYS = ("sim", "gpu", "prod")
-CRDS = K8S / "crds"
+from .render import K8S, WORKLOADS, Obj, containers, pod_labels, pod_spec, ref
+from .schemas import validate_schemas
+
 EXTERNAL_SECRETS = K8S / "overlays" / "gpu" / "external-secrets.yaml"
-# The Kubernetes release whose API schemas the core kinds are validated against.
-KUBERNETES_VERSION = "1.32.0"
-WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet")
 # A vLLM replica's cold start (weights from the shared cache, torch.compile, CUDA graphs) for a
 # 7-8B model; a scale-down cooldown shorter than this drops replicas that never served.
 VLLM_COLD_START_SECONDS = 300
@@ -63,12 +53,6 @@ ROOT_ALLOWED = {
 }
 CAPABILITIES_ALLOWED = {"DaemonSet/dcgm-exporter": {"SYS_ADMIN"}}  # DCGM's profiling fields
 
-Obj = dict[str, Any]
-
-
-class K8sError(RuntimeError):
-    pass
-
 
 @dataclass(frozen=True)
 class Policy:
@@ -85,60 +69,6 @@ POLICIES = {
     "gpu": Policy(gpu=True, ships_secrets=False),
     "prod": Policy(gpu=True, ships_secrets=False),
 }
-
-
-def kubectl() -> str:
-    found = shutil.which("kubectl")
-    if not found:
-        raise K8sError("no kubectl on PATH: install it (it carries kustomize) to render deploy/k8s")
-    return found
-
-
-def render_text(overlay: str | Path) -> str:
-    folder = overlay if isinstance(overlay, Path) else K8S / "overlays" / overlay
-    done = subprocess.run(
-        [kubectl(), "kustomize", str(folder)], capture_output=True, text=True, cwd=REPO_ROOT
-    )
-    if done.returncode != 0:
-        said = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "failed"
-        raise K8sError(f"kubectl kustomize {folder}: {said}")
-    return done.stdout
-
-
-def render(overlay: str | Path) -> list[Obj]:
-    """The overlay's objects, as `kubectl kustomize` renders them."""
-    return [doc for doc in yaml.safe_load_all(render_text(overlay)) if doc]
-
-
-def ref(obj: Obj) -> str:
-    return f"{obj.get('kind')}/{obj.get('metadata', {}).get('name')}"
-
-
-def pod_spec(obj: Obj) -> Obj | None:
-    if obj.get("kind") in (*WORKLOADS, "Job"):
-        spec: Obj = obj.get("spec", {}).get("template", {}).get("spec", {})
-        return spec
-    if obj.get("kind") == "Pod":
-        pod: Obj = obj.get("spec", {})
-        return pod
-    return None
-
-
-def pod_labels(obj: Obj) -> dict[str, str]:
-    if obj.get("kind") == "Pod":
-        return dict(obj.get("metadata", {}).get("labels", {}))
-    return dict(obj.get("spec", {}).get("template", {}).get("metadata", {}).get("labels", {}))
-
-
-def containers(obj: Obj, *, init: bool = True) -> Iterator[tuple[str, Obj]]:
-    """(field path, container) of every container of the object's pods."""
-    spec = pod_spec(obj)
-    if spec is None:
-        return
-    kinds = ("initContainers", "containers") if init else ("containers",)
-    for kind in kinds:
-        for container in spec.get(kind) or []:
-            yield f"{kind}[{container.get('name')}]", container
 
 
 def _matches(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
@@ -825,54 +755,6 @@ def check_autoscalers(objects: list[Obj]) -> list[str]:
     return problems
 
 
-def _open_schema(path: Path) -> Obj:
-    schema: Obj = json.loads(path.read_text(encoding="utf-8"))
-    return schema
-
-
-@cache
-def crd_schema(api_version: str, kind: str) -> Obj | None:
-    path = CRDS / f"{api_version.replace('/', '-')}-{kind}.json"
-    return _open_schema(path) if path.exists() else None
-
-
-def validate_schemas(objects: list[Obj]) -> list[str]:
-    """Core kinds against Kubernetes KUBERNETES_VERSION's schemas (strict: no unknown field);
-    custom resources against their CRDs' schemas kept in deploy/k8s/crds/."""
-    return [problem for obj in objects for problem in _schema_problems(json.dumps(obj))]
-
-
-@cache
-def _schema_problems(document: str) -> tuple[str, ...]:
-    # By the object's text: an object checked once (in any overlay) is not checked again.
-    import jsonschema
-    import kubernetes_validate  # type: ignore[import-untyped]  # no type information upstream
-
-    obj = json.loads(document)
-    schema = crd_schema(str(obj.get("apiVersion")), str(obj.get("kind")))
-    if schema is not None:
-        problems = []
-        for error in jsonschema.Draft202012Validator(schema).iter_errors(obj):
-            # Optional fields are anyOf [their schema, null]: name the field that failed
-            # inside, not the whole list around it.
-            while error.context:
-                error = max(error.context, key=lambda inner: len(inner.absolute_path))
-            where = ".".join(str(p) for p in error.absolute_path) or "(top)"
-            problems.append(f"{ref(obj)}: {where}: {error.message.splitlines()[0]}")
-        return tuple(problems)
-    try:
-        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
-    except kubernetes_validate.SchemaNotFoundError:
-        return (
-            f"{ref(obj)}: apiVersion: no schema for {obj.get('apiVersion')} {obj.get('kind')} "
-            "(a custom resource needs its CRD's schema in deploy/k8s/crds/)",
-        )
-    except kubernetes_validate.ValidationError as error:
-        where = ".".join(str(p) for p in error.path) or "(top)"
-        return (f"{ref(obj)}: {where}: {error.message.splitlines()[0]}",)
-    return ()
-
-
 def check(objects: list[Obj], policy: Policy) -> list[str]:
     """Every problem of an overlay's rendered objects."""
     return [
@@ -893,32 +775,3 @@ def check(objects: list[Obj], policy: Policy) -> list[str]:
         *check_vllm(objects, policy),
         *check_autoscalers(objects),
     ]
-
-
-def kinds(objects: list[Obj]) -> Counter[str]:
-    return Counter(str(o.get("kind")) for o in objects)
-
-
-def main(argv: list[str] | None = None) -> int:
-    overlays = (argv if argv is not None else sys.argv[1:]) or list(OVERLAYS)
-    failed = False
-    for overlay in overlays:
-        if overlay not in POLICIES:
-            print(f"unknown overlay {overlay!r}: one of {', '.join(OVERLAYS)}", file=sys.stderr)
-            return 2
-        try:
-            objects = render(overlay)
-        except K8sError as error:
-            print(error, file=sys.stderr)
-            return 1
-        problems = check(objects, POLICIES[overlay])
-        counted = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds(objects).items()))
-        print(f"{overlay}: {len(objects)} objects ({counted}): {len(problems) or 'no'} problems")
-        for problem in problems:
-            print(f"  {problem}")
-        failed = failed or bool(problems)
-    return 1 if failed else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
