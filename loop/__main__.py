@@ -1,5 +1,5 @@
 """`python -m loop` serves the agent loop; `python -m loop export` writes training JSONL;
-`backup` and `restore` copy the run store."""
+`backup` and `restore` copy the run store; `schema` shows its schema's revision."""
 
 from __future__ import annotations
 
@@ -32,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     export.add_argument("--no-tool-errors", action="store_true", help="skip runs with a tool error")
     export.add_argument("--since", type=_when, help="created at or after (ISO 8601)")
     export.add_argument("--until", type=_when, help="created before (ISO 8601)")
+    commands.add_parser(
+        "schema", help="the schema's revision and what the next start would apply (no change)"
+    )
     for name, what in (
         ("backup", "copy the run store to PATH (online; - for standard output)"),
         ("restore", "replace the run store with a backup (stop the loop first; - for stdin)"),
@@ -57,6 +60,19 @@ def main(argv: list[str] | None = None) -> int:
         said = act(settings.store_url, args.path, Base.metadata.tables, "the run store")
         # with `-` standard output may carry the backup itself
         print(said, file=sys.stderr if args.path == backup.STDIO else sys.stdout)
+        return 0
+    if args.command == "schema":
+        from common.migrations import describe
+        from common.sqlite import create_engine_for
+
+        from .migrations import MIGRATIONS
+
+        with opening("LOOP_STORE_URL", "the run store"):
+            engine = create_engine_for(settings.store_url)
+            try:
+                print(describe(engine, MIGRATIONS))
+            finally:
+                engine.dispose()
         return 0
     if args.command == "export":
         from .export import export_runs

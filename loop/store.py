@@ -33,12 +33,10 @@ from sqlalchemy.engine.interfaces import DBAPICursor
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
 from common.contract import StepKind, StepOutcome
-from common.runs_protocol import RunReason, RunReasonCode
-
-if TYPE_CHECKING:
-    from .engine import RunResult
 from common.dbapi import CompiledStatement, integrity_error, pooled_transaction
-from common.schema import UtcDateTime, upgrade
+from common.migrations import upgrade
+from common.runs_protocol import RunReason, RunReasonCode
+from common.schema import UtcDateTime
 from common.sqlite import (
     NonWaitingWriter,
     WriteLockTaken,
@@ -46,6 +44,11 @@ from common.sqlite import (
     utcnow,
     write_transaction_begin,
 )
+
+from .migrations import MIGRATIONS
+
+if TYPE_CHECKING:
+    from .engine import RunResult
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -300,7 +303,9 @@ def _append(
 class RunStore:
     def __init__(self, url: str) -> None:
         self.engine = create_engine_for(url)
-        upgrade(self.engine, Base.metadata)  # a store an older loop made gains its new columns
+        # Made or brought up to date by its migrations, by one loop at a time (see
+        # common.migrations); what this one applied (nothing when another loop had).
+        self.migrated = upgrade(self.engine, MIGRATIONS)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         # Writers read then write: take SQLite's write lock up front (see common.sqlite).
         self._write_engine = self.engine.execution_options(sqlite_begin="IMMEDIATE")
