@@ -112,9 +112,13 @@ def upgrade(engine: Engine, migrations: Migrations) -> list[str]:
                 on_version_apply=record,
             )
             environment.run_migrations()
+    return applied
+
+
+def log_upgrade(migrations: Migrations, applied: list[str]) -> None:
+    """Say in a serving process's log what its start applied (commands print their own)."""
     if applied:
         logger.info("%s: schema upgraded to %s (%s)", migrations.what, applied[-1], applied)
-    return applied
 
 
 def compare(connection: Connection, migrations: Migrations, metadata: Any) -> list[Any]:

@@ -76,15 +76,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "export":
         from .export import export_runs
-        from .store import RunStore
+        from .store import SyncRunStore
 
         with opening("LOOP_STORE_URL", "the run store"):
-            store = RunStore(settings.store_url)
+            # a command: nothing to schedule, the store is read on this thread
+            exported = SyncRunStore(settings.store_url)
         status = None if args.status == "all" else args.status
         out = sys.stdout if args.output == "-" else open(args.output, "w", encoding="utf-8")  # noqa: SIM115
         try:
             count = export_runs(
-                store,
+                exported,
                 out,
                 status=status,
                 without_tool_errors=args.no_tool_errors,
@@ -94,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             if out is not sys.stdout:
                 out.close()
-            store.dispose()
+            exported.dispose()
         print(f"exported {count} runs", file=sys.stderr)
         return 0
 

@@ -37,7 +37,13 @@ def main(argv: list[str] | None = None) -> int:
         database = Database(settings.database_url)
         # `schema` shows the version as it is; seed --reset drops the tables before making them
         if args.command != "schema" and (args.command != "seed" or not args.reset):
-            database.create_schema()
+            applied = database.create_schema()
+            if args.command in (None, "serve"):
+                from common.migrations import log_upgrade
+
+                from .migrations import MIGRATIONS
+
+                log_upgrade(MIGRATIONS, applied)
     if args.command not in (None, "serve"):
         from .admin import run
 

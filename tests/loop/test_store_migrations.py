@@ -92,7 +92,7 @@ def test_a_store_every_shipped_loop_made_is_upgraded_with_its_rows(
         with engine.connect() as connection:
             assert compare(connection, MIGRATIONS, Base.metadata) == []
 
-        finished = store.get_run("run-finished", "user-a")
+        finished = store.sync.get_run("run-finished", "user-a")
         assert finished is not None
         assert (finished.status, finished.answer, finished.result) == (
             "completed",
@@ -101,17 +101,17 @@ def test_a_store_every_shipped_loop_made_is_upgraded_with_its_rows(
         )
         assert finished.created_at == CREATED and finished.suspended is None
         assert finished.owner == ("loop-old:8080" if schema.has_column("runs", "owner") else None)
-        assert store.history("session-a", "user-a") == ROWS["sessions"][0]["messages"]
+        assert store.sync.history("session-a", "user-a") == ROWS["sessions"][0]["messages"]
         # an ownerless running run (an older loop's) is this loop's to mark at its start
-        assert store.mark_interrupted("loop-new:8080") == 1
-        assert store.get_run("run-running", "user-a").status == "failed"
+        assert store.sync.mark_interrupted("loop-new:8080") == 1
+        assert store.sync.get_run("run-running", "user-a").status == "failed"
         # and the upgraded store takes new runs, with the newest columns
         record = RunRecord(
             id="run-new", user_key="user-a", session_id="session-a", status="running", input="再查"
         )
-        assert store.begin_run(record, claim_session=True) == ROWS["sessions"][0]["messages"]
-        store.save_steps("run-new", [], {"confirmations": [1], "expires_at": "2099-01-01"})
-        assert store.get_run("run-new", "user-a").suspended["confirmations"] == [1]
+        assert store.sync.begin_run(record, claim_session=True) == ROWS["sessions"][0]["messages"]
+        store.sync.save_steps("run-new", [], {"confirmations": [1], "expires_at": "2099-01-01"})
+        assert store.sync.get_run("run-new", "user-a").suspended["confirmations"] == [1]
     finally:
         store.dispose()
         engine.dispose()
