@@ -116,9 +116,11 @@ def upgrade(engine: Engine, migrations: Migrations) -> list[str]:
 
 
 def log_upgrade(migrations: Migrations, applied: list[str]) -> None:
-    """Say in a serving process's log what its start applied (commands print their own)."""
+    """Say in a serving process's log what its start applied (commands print their own). At
+    debug level: a service that fails to start says so in one line, and the schema commands
+    show the revision."""
     if applied:
-        logger.info("%s: schema upgraded to %s (%s)", migrations.what, applied[-1], applied)
+        logger.debug("%s: schema upgraded to %s (%s)", migrations.what, applied[-1], applied)
 
 
 def compare(connection: Connection, migrations: Migrations, metadata: Any) -> list[Any]:
