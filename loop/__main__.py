@@ -1,5 +1,5 @@
 """`python -m loop` serves the agent loop; `python -m loop export` writes training JSONL;
-`backup` and `restore` copy the run store."""
+`backup` and `restore` copy the run store; `schema` shows its schema's revision."""
 
 from __future__ import annotations
 
@@ -32,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     export.add_argument("--no-tool-errors", action="store_true", help="skip runs with a tool error")
     export.add_argument("--since", type=_when, help="created at or after (ISO 8601)")
     export.add_argument("--until", type=_when, help="created before (ISO 8601)")
+    commands.add_parser(
+        "schema", help="the schema's revision and what the next start would apply (no change)"
+    )
     for name, what in (
         ("backup", "copy the run store to PATH (online; - for standard output)"),
         ("restore", "replace the run store with a backup (stop the loop first; - for stdin)"),
@@ -58,17 +61,31 @@ def main(argv: list[str] | None = None) -> int:
         # with `-` standard output may carry the backup itself
         print(said, file=sys.stderr if args.path == backup.STDIO else sys.stdout)
         return 0
-    if args.command == "export":
-        from .export import export_runs
-        from .store import RunStore
+    if args.command == "schema":
+        from common.migrations import describe
+        from common.sqlite import create_engine_for
+
+        from .migrations import MIGRATIONS
 
         with opening("LOOP_STORE_URL", "the run store"):
-            store = RunStore(settings.store_url)
+            engine = create_engine_for(settings.store_url)
+            try:
+                print(describe(engine, MIGRATIONS))
+            finally:
+                engine.dispose()
+        return 0
+    if args.command == "export":
+        from .export import export_runs
+        from .store import SyncRunStore
+
+        with opening("LOOP_STORE_URL", "the run store"):
+            # a command: nothing to schedule, the store is read on this thread
+            exported = SyncRunStore(settings.store_url)
         status = None if args.status == "all" else args.status
         out = sys.stdout if args.output == "-" else open(args.output, "w", encoding="utf-8")  # noqa: SIM115
         try:
             count = export_runs(
-                store,
+                exported,
                 out,
                 status=status,
                 without_tool_errors=args.no_tool_errors,
@@ -78,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             if out is not sys.stdout:
                 out.close()
-            store.dispose()
+            exported.dispose()
         print(f"exported {count} runs", file=sys.stderr)
         return 0
 

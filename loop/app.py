@@ -79,7 +79,7 @@ def _lifespan(
         model = _model(settings, metrics)
         rejected = RejectedTokens(settings.rejected_token_cache_seconds)
         manager = _run_manager(settings, metrics, store, pool, model, rejected)
-        manager.mark_interrupted()
+        await manager.mark_interrupted()
         lease = asyncio.create_task(manager.keep_lease())
         app.state.settings = settings
         app.state.metrics = metrics
@@ -94,7 +94,7 @@ def _lifespan(
         finally:
             lease.cancel()
             await _stop_runs(manager)
-            manager.release_lease()
+            await manager.release_lease()
             await pool.close()
             await model.close()
             await app.state.probe.aclose()

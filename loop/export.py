@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterator
 from typing import Any, TextIO
 
-from .store import RunRecord, RunStore
+from .store import RunRecord, SyncRunStore
 from .views import run_of_record
 
 
@@ -33,7 +33,7 @@ def training_example(record: RunRecord) -> dict[str, Any]:
 
 
 def export_runs(
-    store: RunStore,
+    store: SyncRunStore,
     out: TextIO,
     *,
     status: str | None = "completed",
@@ -49,7 +49,7 @@ def export_runs(
 
 
 def _select(
-    store: RunStore,
+    store: SyncRunStore,
     status: str | None,
     without_tool_errors: bool,
     since: dt.datetime | None,

@@ -9,10 +9,8 @@ import secrets
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
-import anyio.to_thread
 from mcp.types import ElicitResult
 from opentelemetry.trace import Span
 
@@ -321,7 +319,7 @@ class RunManager:
         """Start a run; with `run_id` (the client's own) raises RunIdInUse when that id is
         taken, so a retry never starts a second run."""
         if run_id is not None:
-            stored = await anyio.to_thread.run_sync(self.store.run_exists, run_id)
+            stored = await self.store.run_exists(run_id)
             # No await from this check to the insertion below: two requests with one id
             # cannot both pass it.
             if stored or run_id in self.active:
@@ -437,11 +435,7 @@ class RunManager:
         one new id cannot both have it). A session id made for this run is nobody's, and
         nobody else can know it yet: the session is written when the run ends, with its history."""
         claim = run.history is None and not run.new_session
-        while (
-            stored := await self.store.write(
-                partial(self.store.begin_run, record, claim_session=claim)
-            )
-        ) is None:
+        while (stored := await self.store.begin_run(record, claim_session=claim)) is None:
             run.session_id = record.session_id = _new_session_id()
         return run.history if run.history is not None else stored
 
@@ -449,13 +443,8 @@ class RunManager:
         """Store the finished run and, for a run of a session, its messages in the session's
         history: one transaction."""
         remember = run.remember and result.status in (RunStatus.COMPLETED, RunStatus.MAX_TURNS)
-        remembered = await self.store.write(
-            partial(
-                self.store.finish_run,
-                record,
-                result.messages if remember else None,
-                self._session_max,
-            )
+        remembered = await self.store.finish_run(
+            record, result.messages if remember else None, self._session_max
         )
         if not remembered:  # cannot happen after the claim; never write into another's
             logger.warning("run %s: session belongs to another user; not remembered", run.id)
@@ -486,9 +475,7 @@ class RunManager:
         async with run.saving:
             state = run.state
             try:
-                await self.store.write(
-                    partial(self.store.save_steps, run.id, state.snapshot(), self._resumable(run))
-                )
+                await self.store.save_steps(run.id, state.snapshot(), self._resumable(run))
             except Exception as error:  # a missed checkpoint must not fail the run
                 logger.warning("run %s: steps not saved: %s", run.id, type(error).__name__)
 
@@ -580,12 +567,12 @@ class RunManager:
         if run is not None and run.user_key == user_key:
             waiting = [p.view() for p in _waiting(run)]
             return running_run(run.id, run.session_id, run.input, run.created_at, waiting)
-        stored = await anyio.to_thread.run_sync(self.store.get_run, run_id, user_key)
+        stored = await self.store.get_run(run_id, user_key)
         return None if stored is None else run_of_record(stored)
 
     async def recent(self, user_key: str, limit: int) -> list[RunSummary]:
         """The user's newest runs, running ones included, newest first."""
-        stored = await anyio.to_thread.run_sync(self.store.recent_runs, user_key, limit)
+        stored = await self.store.recent_runs(user_key, limit)
         known = {r.id for r in stored}
         waiting = [  # not stored until they get a slot
             running_summary(r.id, r.session_id, r.input, r.created_at)
@@ -595,14 +582,14 @@ class RunManager:
         listed = [summary_of_record(r) for r in stored]
         return sorted(waiting + listed, key=lambda r: r.created_at or "", reverse=True)[:limit]
 
-    def mark_interrupted(self) -> int:
+    async def mark_interrupted(self) -> int:
         """At start: the runs this loop left running before it restarted (and those whose
         owner's lease ran out) never finish; say so in their records. Another live loop's
         runs on the same store are left alone. Takes this loop's lease first. A run that was
         waiting for a person's confirmation is taken over instead (see adopt): it goes on
         once they answer. Returns how many were marked."""
-        self.store.renew_lease(self.instance_id)
-        marked, waiting = self.store.take_over(self.instance_id, self.lease_seconds)
+        await self.store.renew_lease(self.instance_id)
+        marked, waiting = await self.store.take_over(self.instance_id, self.lease_seconds)
         for record in waiting:
             self.adopt(record)
         return marked
@@ -677,14 +664,9 @@ class RunManager:
         while True:
             await asyncio.sleep(every)
             try:
-                await anyio.to_thread.run_sync(self.store.renew_lease, self.instance_id)
-                swept, waiting = await anyio.to_thread.run_sync(
-                    partial(
-                        self.store.take_over,
-                        self.instance_id,
-                        self.lease_seconds,
-                        own=False,
-                    )
+                await self.store.renew_lease(self.instance_id)
+                swept, waiting = await self.store.take_over(
+                    self.instance_id, self.lease_seconds, own=False
                 )
             except Exception as error:  # the store may be briefly away: try next time
                 logger.warning("lease renewal failed: %s", type(error).__name__)
@@ -694,10 +676,10 @@ class RunManager:
             if swept:
                 logger.warning("marked %d run(s) of a loop that stopped as interrupted", swept)
 
-    def release_lease(self) -> None:
+    async def release_lease(self) -> None:
         """At a clean stop: this loop's runs have ended, nobody need wait for its lease."""
         try:
-            self.store.release_lease(self.instance_id)
+            await self.store.release_lease(self.instance_id)
         except Exception as error:
             logger.warning("lease release failed: %s", type(error).__name__)
 

@@ -13,8 +13,10 @@ import logging
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+import anyio.to_thread
 from sqlalchemy import (
     JSON,
     Column,
@@ -33,12 +35,10 @@ from sqlalchemy.engine.interfaces import DBAPICursor
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
 from common.contract import StepKind, StepOutcome
-from common.runs_protocol import RunReason, RunReasonCode
-
-if TYPE_CHECKING:
-    from .engine import RunResult
 from common.dbapi import CompiledStatement, integrity_error, pooled_transaction
-from common.schema import UtcDateTime, upgrade
+from common.migrations import log_upgrade, upgrade
+from common.runs_protocol import RunReason, RunReasonCode
+from common.schema import UtcDateTime
 from common.sqlite import (
     NonWaitingWriter,
     WriteLockTaken,
@@ -46,6 +46,11 @@ from common.sqlite import (
     utcnow,
     write_transaction_begin,
 )
+
+from .migrations import MIGRATIONS
+
+if TYPE_CHECKING:
+    from .engine import RunResult
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -297,72 +302,35 @@ def _append(
     return True
 
 
-class RunStore:
+class SyncRunStore:
+    """The run store's statements, made on the calling thread: for the loop's commands (export)
+    and for RunStore, which decides where each one runs. Nothing on the event loop calls
+    these directly."""
+
     def __init__(self, url: str) -> None:
         self.engine = create_engine_for(url)
-        upgrade(self.engine, Base.metadata)  # a store an older loop made gains its new columns
+        # Made or brought up to date by its migrations, by one loop at a time (see
+        # common.migrations); what this one applied (nothing when another loop had).
+        self.migrated = upgrade(self.engine, MIGRATIONS)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         # Writers read then write: take SQLite's write lock up front (see common.sqlite).
         self._write_engine = self.engine.execution_options(sqlite_begin="IMMEDIATE")
         self._writers = sessionmaker(self._write_engine, expire_on_commit=False)
         self._writes = _Writes(self.engine.dialect)
         self._integrity_error = integrity_error(self.engine)
-        self._non_waiting = NonWaitingWriter.for_engine(self.engine)
+        # SQLite's writer that never waits, for RunStore's writes on the event loop
+        self.non_waiting = NonWaitingWriter.for_engine(self.engine)
         self._begin = write_transaction_begin(self.engine)
-        # Writes that may wait for the database (every write on PostgreSQL; on SQLite, one that
-        # finds another process writing) are made one at a time, on a thread of their own: a
-        # write waiting in its queue starts the moment the one before it ends, while writers
-        # racing for SQLite's lock sleep in its busy handler (1 to 100 ms a try) and the runs
-        # behind them wait that long; and one plain executor thread costs less CPU to hand
-        # work to than anyio's worker threads.
-        self._write_thread = ThreadPoolExecutor(1, thread_name_prefix="run-store")
-        self._checkpointing: asyncio.Future[None] | None = None
-
-    async def write(self, write: Callable[..., T]) -> T:
-        """One of the run writes (begin_run, save_steps, finish_run, as a partial), from the
-        event loop. On SQLite it is made here and now (no thread to hand it to and back, which
-        cost as much CPU as the write: there `wait=False` makes it raise WriteLockTaken,
-        having written nothing, rather than wait for another writer), after the checkpoint
-        under way if there is one; only when another process holds the lock does it queue on
-        the writer thread."""
-        if self._non_waiting is not None:
-            # Held back until the checkpoint is done, so that it finds the WAL wholly copied
-            # and the next write starts the file afresh. Waited for here, not queued behind it
-            # on the thread: each write handed over cost about a millisecond there, and while
-            # they drained the next writes found the lock taken and queued too (15 % of all
-            # writes at concurrency 8).
-            while self._checkpointing is not None and not self._checkpointing.done():
-                await asyncio.wait({self._checkpointing})  # never cancels the checkpoint
-            try:
-                result = write(wait=False)
-            except WriteLockTaken:
-                pass  # another process is writing: wait for it on the writer thread
-            else:
-                if self._non_waiting.checkpoint_due():
-                    self._checkpointing = asyncio.get_running_loop().run_in_executor(
-                        self._write_thread, self._checkpoint_quietly
-                    )
-                return result
-        return await asyncio.get_running_loop().run_in_executor(self._write_thread, write)
-
-    def _checkpoint_quietly(self) -> None:
-        try:
-            self.checkpoint()
-        except Exception as error:  # the next one will do; the WAL only grows meanwhile
-            logger.warning("run store checkpoint failed: %s", error)
-
-    def finish_writes(self) -> None:
-        """Wait for the writes already handed to the writer thread; it takes no more."""
-        self._write_thread.shutdown(wait=True)
 
     def _transaction(self, wait: bool) -> AbstractContextManager[DBAPICursor]:
-        if wait or self._non_waiting is None:
+        if wait or self.non_waiting is None:
             return pooled_transaction(self.engine, self._begin)
-        return self._non_waiting.transaction()
+        return self.non_waiting.transaction()
 
     def checkpoint(self) -> None:
-        if self._non_waiting is not None:
-            self._non_waiting.checkpoint()
+        """Copy SQLite's WAL into the database (see NonWaitingWriter.checkpoint)."""
+        if self.non_waiting is not None:
+            self.non_waiting.checkpoint()
 
     def _session(self) -> Session:
         return self._sessions()
@@ -391,8 +359,9 @@ class RunStore:
     ) -> list[dict[str, Any]] | None:
         """Store a run as started, in one transaction. With `claim_session` its session becomes
         the run's user's first (see claim_session) and the session's history is returned;
-        None, and nothing written, when the session is another user's. (`wait`: see
-        writes_without_waiting, for this and the other run writes.)"""
+        None, and nothing written, when the session is another user's. (`wait` False:
+        raise WriteLockTaken rather than wait for another writer, for this and the other run
+        writes; see RunStore._write.)"""
         writes = self._writes
         for attempt in range(2):
             try:
@@ -541,7 +510,123 @@ class RunStore:
             yield from s.scalars(query.order_by(RunRecord.created_at)).all()
 
     def dispose(self) -> None:
-        self.finish_writes()
-        if self._non_waiting is not None:
-            self._non_waiting.close()
+        if self.non_waiting is not None:
+            self.non_waiting.close()
         self.engine.dispose()
+
+
+class RunStore:
+    """The run store as the event loop uses it: every method is a coroutine that decides
+    itself where its statements run, so no caller hands a store call to a thread. The run
+    writes (begin_run, save_steps, finish_run) go through one writer queue (see _write); the
+    reads and the lease's writes, which may wait for the database, run on a worker thread.
+    `sync` is the same store called on the caller's own thread (commands, tests)."""
+
+    def __init__(self, url: str) -> None:
+        self.sync = SyncRunStore(url)
+        self.engine = self.sync.engine
+        self.migrated = self.sync.migrated
+        log_upgrade(MIGRATIONS, self.migrated)
+        # Writes that may wait for the database (every write on PostgreSQL; on SQLite, one that
+        # finds another process writing) are made one at a time, on a thread of their own: a
+        # write waiting in its queue starts the moment the one before it ends, while writers
+        # racing for SQLite's lock sleep in its busy handler (1 to 100 ms a try) and the runs
+        # behind them wait that long; and one plain executor thread costs less CPU to hand
+        # work to than anyio's worker threads.
+        self._write_thread = ThreadPoolExecutor(1, thread_name_prefix="run-store")
+        self._checkpointing: asyncio.Future[None] | None = None
+
+    async def _write(self, write: Callable[..., T]) -> T:
+        """One of the run writes (a SyncRunStore write as a partial), from the event loop. On
+        SQLite it is made here and now (no thread to hand it to and back, which cost as much
+        CPU as the write: there `wait=False` makes it raise WriteLockTaken, having written
+        nothing, rather than wait for another writer), after the checkpoint under way if there
+        is one; only when another process holds the lock does it queue on the writer thread.
+        Elsewhere every write queues on the writer thread."""
+        non_waiting = self.sync.non_waiting
+        if non_waiting is not None:
+            # Held back until the checkpoint is done, so that it finds the WAL wholly copied
+            # and the next write starts the file afresh. Waited for here, not queued behind it
+            # on the thread: each write handed over cost about a millisecond there, and while
+            # they drained the next writes found the lock taken and queued too (15 % of all
+            # writes at concurrency 8).
+            while self._checkpointing is not None and not self._checkpointing.done():
+                await asyncio.wait({self._checkpointing})  # never cancels the checkpoint
+            try:
+                result = write(wait=False)
+            except WriteLockTaken:
+                pass  # another process is writing: wait for it on the writer thread
+            else:
+                if non_waiting.checkpoint_due():
+                    self._checkpointing = asyncio.get_running_loop().run_in_executor(
+                        self._write_thread, self._checkpoint_quietly
+                    )
+                return result
+        return await asyncio.get_running_loop().run_in_executor(self._write_thread, write)
+
+    @staticmethod
+    async def _read(read: Callable[[], T]) -> T:
+        """A read (or a lease write), on a worker thread: it may wait for the database."""
+        return await anyio.to_thread.run_sync(read)
+
+    def _checkpoint_quietly(self) -> None:
+        try:
+            self.checkpoint()
+        except Exception as error:  # the next one will do; the WAL only grows meanwhile
+            logger.warning("run store checkpoint failed: %s", error)
+
+    def checkpoint(self) -> None:
+        self.sync.checkpoint()
+
+    def finish_writes(self) -> None:
+        """Wait for the writes already handed to the writer thread; it takes no more."""
+        self._write_thread.shutdown(wait=True)
+
+    async def begin_run(
+        self, record: RunRecord, *, claim_session: bool
+    ) -> list[dict[str, Any]] | None:
+        """See SyncRunStore.begin_run."""
+        return await self._write(partial(self.sync.begin_run, record, claim_session=claim_session))
+
+    async def finish_run(
+        self, record: RunRecord, remember: list[dict[str, Any]] | None, limit: int
+    ) -> bool:
+        """See SyncRunStore.finish_run."""
+        return await self._write(partial(self.sync.finish_run, record, remember, limit))
+
+    async def save_steps(
+        self, run_id: str, steps: list[dict[str, Any]], suspended: dict[str, Any] | None = None
+    ) -> None:
+        """See SyncRunStore.save_steps."""
+        await self._write(partial(self.sync.save_steps, run_id, steps, suspended))
+
+    async def run_exists(self, run_id: str) -> bool:
+        return await self._read(partial(self.sync.run_exists, run_id))
+
+    async def get_run(self, run_id: str, user_key: str) -> RunRecord | None:
+        return await self._read(partial(self.sync.get_run, run_id, user_key))
+
+    async def recent_runs(self, user_key: str, limit: int) -> list[RunRecord]:
+        return await self._read(partial(self.sync.recent_runs, user_key, limit))
+
+    async def history(self, session_id: str, user_key: str) -> list[dict[str, Any]]:
+        return await self._read(partial(self.sync.history, session_id, user_key))
+
+    async def session_owner(self, session_id: str) -> str | None:
+        return await self._read(partial(self.sync.session_owner, session_id))
+
+    async def renew_lease(self, instance_id: str) -> None:
+        await self._read(partial(self.sync.renew_lease, instance_id))
+
+    async def release_lease(self, instance_id: str) -> None:
+        await self._read(partial(self.sync.release_lease, instance_id))
+
+    async def take_over(
+        self, instance_id: str, lease_seconds: float = 30.0, *, own: bool = True
+    ) -> tuple[int, list[RunRecord]]:
+        """See SyncRunStore.take_over."""
+        return await self._read(partial(self.sync.take_over, instance_id, lease_seconds, own=own))
+
+    def dispose(self) -> None:
+        self.finish_writes()
+        self.sync.dispose()

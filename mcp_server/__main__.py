@@ -35,8 +35,15 @@ def main(argv: list[str] | None = None) -> int:
 
     with opening("MCP_DATABASE_URL", "the leave database"):
         database = Database(settings.database_url)
-        if args.command != "seed" or not args.reset:
-            database.create_schema()
+        # `schema` shows the version as it is; seed --reset drops the tables before making them
+        if args.command != "schema" and (args.command != "seed" or not args.reset):
+            applied = database.create_schema()
+            if args.command in (None, "serve"):
+                from common.migrations import log_upgrade
+
+                from .migrations import MIGRATIONS
+
+                log_upgrade(MIGRATIONS, applied)
     if args.command not in (None, "serve"):
         from .admin import run
 

@@ -26,6 +26,9 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "seed", help="create the schema; in development also the demo employees and tokens"
     )
     seed_cmd.add_argument("--reset", action="store_true", help="drop all data first")
+    commands.add_parser(
+        "schema", help="the schema's revision and what the next start would apply (no change)"
+    )
     importer = commands.add_parser(
         "import", help="create or update the company's people from a CSV export (UTF-8)"
     )
@@ -56,6 +59,13 @@ def run(args: argparse.Namespace, settings: ServerSettings, database: Database) 
     command = args.command
     if command == "seed":
         return _seed(settings, database, args.reset)
+    if command == "schema":
+        from common.migrations import describe
+
+        from .migrations import MIGRATIONS
+
+        print(describe(database.engine, MIGRATIONS))
+        return 0
     if command == "import":
         return _import(database, args.file, args.dry_run)
     if command == "issue-token":

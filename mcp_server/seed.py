@@ -17,7 +17,6 @@ from .storage import (
     ApiToken,
     AuditEntry,
     Balance,
-    Base,
     Database,
     Employee,
     Leave,
@@ -53,7 +52,7 @@ LEAVES = [
 def seed(db: Database, *, reset: bool = False, today: dt.date | None = None) -> bool:
     """Create the demo data. Returns False (and changes nothing) when data already exists."""
     if reset:
-        Base.metadata.drop_all(db.engine)
+        db.drop_schema()
     db.create_schema()
     today = today or dt.date.today()
     monday = today + dt.timedelta(days=7 - today.weekday())

@@ -17,17 +17,17 @@ from typing import TypeVar
 
 import anyio.to_thread
 from sqlalchemy import Date, Dialect, Float, ForeignKey, Integer, String, text
-from sqlalchemy.engine import Connection
 from sqlalchemy.engine.interfaces import DBAPICursor
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 from sqlalchemy.types import TypeDecorator
 
 from common.dbapi import pooled_cursor
-from common.schema import UtcDateTime, add_missing_columns
+from common.migrations import upgrade
+from common.schema import UtcDateTime
 from common.sqlite import create_engine_for, is_sqlite_file, utcnow
 
-# Any number the servers sharing a database agree on: it names the lock around creating tables.
-SCHEMA_LOCK_KEY = 0x1EA7E
+from .migrations import MIGRATIONS
+
 T = TypeVar("T")
 # Set while Database.run_reads runs its work in place: the reads inside take its connection.
 _reading_in_place: ContextVar[bool] = ContextVar("reading_in_place", default=False)
@@ -157,19 +157,17 @@ class Database:
             self.engine.execution_options(sqlite_begin="IMMEDIATE"), expire_on_commit=False
         )
 
-    def create_schema(self) -> None:
-        """Create the tables that are missing. Replicas may start together on an empty
-        database: one creates while the others wait (SQLite's write lock, taken up front; a
-        PostgreSQL advisory lock), then find the tables made."""
-        with self.engine.execution_options(sqlite_begin="IMMEDIATE").begin() as connection:
-            if connection.dialect.name == "postgresql":
-                connection.execute(
-                    text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK_KEY}
-                )
-            Base.metadata.create_all(connection)
-            # a database an older version made gains the newer columns
-            if add_missing_columns(connection, Base.metadata):
-                _name_unnamed_tokens(connection)
+    def create_schema(self) -> list[str]:
+        """Create the schema, or bring it up to date, with its migrations; the revisions this
+        call applied. Replicas may start together on an empty database: one migrates while
+        the others wait (see common.migrations), then find nothing to do."""
+        return upgrade(self.engine, MIGRATIONS)
+
+    def drop_schema(self) -> None:
+        """Drop every table, the migrations' version with them (seed --reset)."""
+        with self.engine.begin() as connection:
+            Base.metadata.drop_all(connection)
+            connection.execute(text(f"DROP TABLE IF EXISTS {MIGRATIONS.version_table}"))
 
     async def run_reads(self, work: Callable[[], T]) -> T:
         """`work`, which only reads: in place on a SQLite file, on this thread's own
@@ -211,15 +209,3 @@ class Database:
 
 def new_token_id() -> str:
     return f"tok_{secrets.token_hex(6)}"
-
-
-def _name_unnamed_tokens(connection: Connection) -> None:
-    """Tokens issued before tokens had ids get one, so they can be listed and revoked."""
-    unnamed = connection.execute(
-        text("SELECT token_sha256 FROM api_tokens WHERE public_id IS NULL")
-    ).scalars()
-    for token_sha256 in list(unnamed):
-        connection.execute(
-            text("UPDATE api_tokens SET public_id = :id WHERE token_sha256 = :sha"),
-            {"id": new_token_id(), "sha": token_sha256},
-        )

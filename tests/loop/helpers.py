@@ -100,12 +100,12 @@ _run_numbers = itertools.count(1)
 def claim(store: RunStore, session_id: str, user_key: str) -> bool:
     """Whether the user's run starting in the session gets it (begin_run claims it)."""
     record = _run(session_id, user_key, "running")
-    return store.begin_run(record, claim_session=True) is not None
+    return store.sync.begin_run(record, claim_session=True) is not None
 
 
 def append(store: RunStore, session_id: str, user_key: str, messages: list[Any]) -> bool:
     """Whether the user's run finishing in the session adds `messages` to its history."""
-    return store.finish_run(_run(session_id, user_key, "completed"), messages, limit=100)
+    return store.sync.finish_run(_run(session_id, user_key, "completed"), messages, limit=100)
 
 
 def _run(session_id: str, user_key: str, status: str) -> RunRecord:

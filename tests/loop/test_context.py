@@ -70,7 +70,7 @@ def test_a_search_result_too_long_for_the_context_is_cut_and_says_so(crowded):
     assert all(size <= CONTEXT - ANSWER_RESERVE for size in prompt_sizes(final)), final
     store = RunStore(crowded.store_url)
     try:
-        record = store.get_run(final["id"], hash_token("demo-token-other"))
+        record = store.sync.get_run(final["id"], hash_token("demo-token-other"))
     finally:
         store.dispose()
     sent = json.loads(next(m["content"] for m in record.messages if m["role"] == "tool"))

@@ -109,7 +109,7 @@ async def waiting_run(
 ) -> tuple[RunManager, ActiveRun]:
     """loop-a, started, with a run that asks to confirm cancelling LV-1 and waits."""
     first = loop_manager(store, leaves, cancelling_model(), "loop-a", question_seconds)
-    first.mark_interrupted()
+    await first.mark_interrupted()
     run = await first.start(TOKEN, "取消 LV-1", session_id=session_id, confirm="ask", stream=True)
     await asked(first, run)
     return first, run
@@ -122,7 +122,7 @@ async def stop_while_waiting(first: RunManager, run: ActiveRun) -> None:
     assert run.task is not None
     run.task.cancel()
     await asyncio.gather(run.task, return_exceptions=True)
-    first.release_lease()
+    await first.release_lease()
 
 
 async def test_a_waiting_run_is_taken_over_after_a_restart_and_goes_on_when_answered(
@@ -132,11 +132,11 @@ async def test_a_waiting_run_is_taken_over_after_a_restart_and_goes_on_when_answ
     leaves = Leaves()
     first, run = await waiting_run(store, leaves, session_id="s1")
     await stop_while_waiting(first, run)
-    assert store.get_run(run.id, run.user_key).status == "running"
+    assert store.sync.get_run(run.id, run.user_key).status == "running"
 
     resumed_model = ScriptedModel(text("已取消 LV-1。"))
     second = loop_manager(store, leaves, resumed_model, "loop-b")
-    assert second.mark_interrupted() == 0  # taken over, not marked
+    assert await second.mark_interrupted() == 0  # taken over, not marked
     shown = await second.record(run.id, run.user_key)
     assert shown is not None and shown.status == "running"
     (question,) = shown.confirmations or []
@@ -159,10 +159,10 @@ async def test_a_waiting_run_is_taken_over_after_a_restart_and_goes_on_when_answ
     assert prompt[-1] == {"role": "tool", "tool_call_id": "c-cancel", "content": "已取消 LV-1"}
     tool_steps = [s for s in final.steps or [] if s.type == "tool"]
     assert [(s.name, s.error) for s in tool_steps] == [("cancel_approved_leave", None)]
-    record = store.get_run(run.id, run.user_key)
+    record = store.sync.get_run(run.id, run.user_key)
     assert record.status == "completed" and record.suspended is None
     assert record.owner == "loop-b"
-    history = store.history("s1", run.user_key)
+    history = store.sync.history("s1", run.user_key)
     assert [m["role"] for m in history] == ["user", "assistant", "tool", "assistant"]
     store.dispose()
 
@@ -175,7 +175,7 @@ async def test_a_question_that_changed_meanwhile_is_asked_anew(tmp_path, new_dat
     leaves.status["LV-1"] = "approved (modified)"  # the leave changed while nobody looked
 
     second = loop_manager(store, leaves, ScriptedModel(text("好的，沒有取消。")), "loop-b")
-    second.mark_interrupted()
+    await second.mark_interrupted()
     adopted = second.active[run.id]
     adopted.streamed = True  # follow its events, as a client of a stream would
     (old,) = adopted.confirmations.values()
@@ -204,14 +204,14 @@ async def test_a_taken_over_question_nobody_answers_ends_the_run_cancelled(
 
     model = ScriptedModel()
     second = loop_manager(store, leaves, model, "loop-b", timeout=1.0)
-    second.mark_interrupted()
+    await second.mark_interrupted()
     final = await asyncio.wait_for(second.active[run.id].outcome(), 10)
     assert final.status == "cancelled" and final.answer == CONFIRMATION_EXPIRED_ANSWER
     assert str(final.reason) == "cancelled: the confirmation was not answered within 1 s"
     (step,) = [s for s in final.steps or [] if s.type == "tool"]
     assert (step.name, step.error) == ("cancel_approved_leave", "cancelled")
     assert leaves.answers == [] and model.seen == []  # nothing was called, nothing decided
-    record = store.get_run(run.id, run.user_key)
+    record = store.sync.get_run(run.id, run.user_key)
     assert record.status == "cancelled" and record.suspended is None
     assert [m["role"] for m in record.messages] == ["user", "assistant", "tool"]  # valid
     store.dispose()
@@ -224,7 +224,7 @@ async def test_cancelling_a_taken_over_run_tells_the_server_and_ends_it(tmp_path
     await stop_while_waiting(first, run)
 
     second = loop_manager(store, leaves, ScriptedModel(), "loop-b")
-    second.mark_interrupted()
+    await second.mark_interrupted()
     adopted = second.active[run.id]
     assert second.cancel(run.id, run.user_key, TOKEN)
     final = await asyncio.wait_for(adopted.outcome(), 10)
@@ -244,16 +244,16 @@ async def test_another_live_loop_takes_over_a_waiting_run_once_its_owner_s_lease
     run.suspending = True
     run.task.cancel()
     await asyncio.gather(run.task, return_exceptions=True)
-    store.renew_lease("loop-b")
-    assert store.take_over("loop-b", 30, own=False) == (0, [])  # loop-a's lease still holds
+    store.sync.renew_lease("loop-b")
+    assert store.sync.take_over("loop-b", 30, own=False) == (0, [])  # loop-a's lease still holds
     lapsed = utcnow() - dt.timedelta(seconds=60)
     with store.engine.begin() as connection:
         connection.execute(
             update(LoopInstance).where(LoopInstance.id == "loop-a").values(renewed_at=lapsed)
         )
-    marked, taken = store.take_over("loop-b", 30, own=False)
+    marked, taken = store.sync.take_over("loop-b", 30, own=False)
     assert marked == 0 and [r.id for r in taken] == [run.id]
-    assert store.get_run(run.id, run.user_key).owner == "loop-b"
+    assert store.sync.get_run(run.id, run.user_key).owner == "loop-b"
     store.dispose()
 
 
@@ -295,13 +295,13 @@ async def test_a_run_is_not_left_to_resume_while_another_write_of_its_turn_is_un
     )
     await asked(runs, run)
     assert not runs.resumable(run)  # the submit is still under way
-    assert store.get_run(run.id, run.user_key).suspended is None
+    assert store.sync.get_run(run.id, run.user_key).suspended is None
     release.set()
     async for event in runs.events(run):  # the submit comes back: now it may be resumed
         if isinstance(event, ToolFinished) and event.name == "update_leave_status":
             break
     assert runs.resumable(run) and applied == ["LV-2"]
-    saved = store.get_run(run.id, run.user_key).suspended
+    saved = store.sync.get_run(run.id, run.user_key).suspended
     assert saved is not None and set(saved["state"]["answered"]) == {"c-submit"}
     assert run.task is not None
     run.task.cancel()

@@ -26,7 +26,7 @@ async def test_a_store_failure_still_ends_the_run_and_its_stream(
     def broken(*_args, **_kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr(store, "begin_run", broken)
+    monkeypatch.setattr(store.sync, "begin_run", broken)
     runs = manager(store)
     run = await runs.start("token", "查一下", session_id=None, confirm="decline", stream=True)
     events = [event.event async for event in runs.events(run)]
@@ -40,12 +40,12 @@ async def test_runs_left_running_by_a_dead_process_are_marked_interrupted(
     tmp_path, new_database_url
 ):
     store = RunStore(new_database_url(tmp_path, "loop"))
-    store.begin_run(
+    store.sync.begin_run(
         RunRecord(id="run_x", user_key="k", session_id="s", status="running", input="hi"),
         claim_session=False,
     )
-    assert manager(store).mark_interrupted() == 1
-    record = store.get_run("run_x", "k")
+    assert await manager(store).mark_interrupted() == 1
+    record = store.sync.get_run("run_x", "k")
     assert record.status == "failed" and "stopped during the run" in record.reason
 
 
@@ -75,7 +75,7 @@ async def test_run_times_read_back_in_utc_with_their_offset_on_any_store(
     for stamp in stamps:  # one form: RFC 3339 in UTC, as the steps' times are written
         assert stamp.endswith("+00:00"), stamps
         assert before <= dt.datetime.fromisoformat(stamp) <= after, (stamps, before, after)
-    stored = store.get_run(final.id, run.user_key)
+    stored = store.sync.get_run(final.id, run.user_key)
     assert stored.created_at.utcoffset() == dt.timedelta(0) and before <= stored.created_at
     store.dispose()
 
@@ -93,7 +93,7 @@ async def test_concurrent_runs_record_and_remember_without_locking_errors(
     ]
     finals = await asyncio.gather(*(r.task for r in started))
     assert {f.status for f in finals} == {"completed"}
-    assert len(store.history("shared", started[0].user_key)) == 10  # bounded
+    assert len(store.sync.history("shared", started[0].user_key)) == 10  # bounded
 
 
 async def test_two_users_racing_on_one_new_session_id_never_share_it(tmp_path, new_database_url):
@@ -113,7 +113,7 @@ async def test_two_users_racing_on_one_new_session_id_never_share_it(tmp_path, n
     for final, token, text in zip(
         finals, ("token-a", "token-b"), ("甲的請求", "乙的請求"), strict=True
     ):
-        own = store.history(final.session_id, hash_token(token))
+        own = store.sync.history(final.session_id, hash_token(token))
         assert [m["content"] for m in own if m["role"] == "user"] == [text]
 
 
@@ -122,7 +122,7 @@ def test_a_session_is_never_written_by_another_user(tmp_path, new_database_url):
     assert claim(store, "s", "alice") and claim(store, "s", "alice")
     assert not claim(store, "s", "bob")
     assert not append(store, "s", "bob", [{"role": "user", "content": "bob"}])
-    assert store.history("s", "alice") == [] and store.session_owner("s") == "alice"
+    assert store.sync.history("s", "alice") == [] and store.sync.session_owner("s") == "alice"
 
 
 async def test_an_applied_write_is_in_the_record_before_the_run_goes_on(tmp_path):
@@ -138,8 +138,8 @@ async def test_an_applied_write_is_in_the_record_before_the_run_goes_on(tmp_path
     await asyncio.wait_for(model.spent.wait(), 5)
     # what a crash now would leave: a fresh store on the same database, as after a restart
     restarted = RunStore(f"sqlite:///{tmp_path / 'loop.db'}")
-    assert manager(restarted).mark_interrupted() == 1
-    record = restarted.get_run(run.id, run.user_key)
+    assert await manager(restarted).mark_interrupted() == 1
+    record = restarted.sync.get_run(run.id, run.user_key)
     tool_steps = [(s["name"], s["error"], s["result"]) for s in record.steps if s["type"] == "tool"]
     assert tool_steps == [
         ("search_leaves", None, {"count": 1}),
@@ -157,7 +157,7 @@ async def test_a_finished_run_is_stored_whole_with_its_session_in_one_go(tmp_pat
     runs = manager(store)
     run = await runs.start("token", "查一下", session_id="s1", confirm="decline", stream=False)
     final = await run.task
-    record = store.get_run(run.id, run.user_key)
+    record = store.sync.get_run(run.id, run.user_key)
     assert record.status == "completed" and record.finished_at is not None
     assert record.answer == final.answer == "好的。"
     assert (
@@ -169,44 +169,44 @@ async def test_a_finished_run_is_stored_whole_with_its_session_in_one_go(tmp_pat
         {"role": "user", "content": "查一下"},
         {"role": "assistant", "content": "好的。"},
     ]
-    assert store.history("s1", run.user_key) == record.messages
+    assert store.sync.history("s1", run.user_key) == record.messages
 
 
 def test_a_run_in_another_users_session_is_stored_without_touching_that_session(tmp_path):
     store = RunStore(f"sqlite:///{tmp_path / 'loop.db'}")
     assert claim(store, "theirs", "alice")
     mine = RunRecord(id="r1", user_key="bob", session_id="theirs", status="running", input="hi")
-    assert store.begin_run(mine, claim_session=True) is None
-    assert store.get_run("r1", "bob") is None  # nothing written
+    assert store.sync.begin_run(mine, claim_session=True) is None
+    assert store.sync.get_run("r1", "bob") is None  # nothing written
     mine.session_id = "mine"
-    assert store.begin_run(mine, claim_session=True) == []
+    assert store.sync.begin_run(mine, claim_session=True) == []
     mine.status, mine.session_id = "completed", "theirs"
-    assert not store.finish_run(mine, [{"role": "user", "content": "hi"}], 10)
-    assert store.get_run("r1", "bob").status == "completed"
-    assert store.history("theirs", "alice") == []
+    assert not store.sync.finish_run(mine, [{"role": "user", "content": "hi"}], 10)
+    assert store.sync.get_run("r1", "bob").status == "completed"
+    assert store.sync.history("theirs", "alice") == []
 
 
 def test_a_run_whose_start_was_never_stored_is_stored_when_it_finishes(tmp_path):
     store = RunStore(f"sqlite:///{tmp_path / 'loop.db'}")
     record = RunRecord(id="r2", user_key="k", session_id="s", status="failed", input="hi")
-    assert store.finish_run(record, None, 10)
-    assert store.get_run("r2", "k").status == "failed"
+    assert store.sync.finish_run(record, None, 10)
+    assert store.sync.get_run("r2", "k").status == "failed"
 
 
 def test_a_late_step_save_does_not_overwrite_a_finished_run(tmp_path):
     store = RunStore(f"sqlite:///{tmp_path / 'loop.db'}")
     record = RunRecord(id="r3", user_key="k", session_id="s", status="running", input="hi")
-    store.begin_run(record, claim_session=False)
-    store.save_steps("r3", [{"name": "early"}])
-    assert store.get_run("r3", "k").steps == [{"name": "early"}]
+    store.sync.begin_run(record, claim_session=False)
+    store.sync.save_steps("r3", [{"name": "early"}])
+    assert store.sync.get_run("r3", "k").steps == [{"name": "early"}]
     record.status, record.steps = "completed", [{"name": "early"}, {"name": "last"}]
-    store.finish_run(record, None, 10)
-    store.save_steps("r3", [{"name": "late"}])
-    assert store.get_run("r3", "k").steps == [{"name": "early"}, {"name": "last"}]
+    store.sync.finish_run(record, None, 10)
+    store.sync.save_steps("r3", [{"name": "late"}])
+    assert store.sync.get_run("r3", "k").steps == [{"name": "early"}, {"name": "last"}]
 
 
 def _running(store: RunStore, run_id: str, owner: str | None) -> None:
-    store.begin_run(
+    store.sync.begin_run(
         RunRecord(id=run_id, user_key="k", session_id="s", status="running", input="hi",
                   owner=owner),
         claim_session=False,
@@ -228,18 +228,18 @@ async def test_a_loop_starting_marks_its_own_orphans_and_leaves_another_live_loo
 ):
     """Two loops on one store: each has an identity and a lease."""
     store = RunStore(new_database_url(tmp_path, "loop"))
-    store.renew_lease("loop-a")
+    store.sync.renew_lease("loop-a")
     _running(store, "run_a", "loop-a")  # loop-a is alive, its run waits on a person
     _running(store, "run_b", "loop-b")  # loop-b's, from before loop-b restarted
     _running(store, "run_old", None)  # an older loop's, which named no owner
-    assert store.mark_interrupted("loop-b", 30) == 2  # loop-b starts again
-    statuses = {r: store.get_run(r, "k").status for r in ("run_a", "run_b", "run_old")}
+    assert store.sync.mark_interrupted("loop-b", 30) == 2  # loop-b starts again
+    statuses = {r: store.sync.get_run(r, "k").status for r in ("run_a", "run_b", "run_old")}
     assert statuses == {"run_a": "running", "run_b": "failed", "run_old": "failed"}
     # loop-a dies and does not come back: loop-b's sweep takes its runs once the lease lapses
-    assert store.mark_interrupted("loop-b", 30, own=False) == 0
+    assert store.sync.mark_interrupted("loop-b", 30, own=False) == 0
     _lease_lapsed(store, "loop-a")
-    assert store.mark_interrupted("loop-b", 30, own=False) == 1
-    record = store.get_run("run_a", "k")
+    assert store.sync.mark_interrupted("loop-b", 30, own=False) == 1
+    record = store.sync.get_run("run_a", "k")
     assert record.status == "failed" and "stopped during the run" in record.reason
 
 
@@ -252,7 +252,7 @@ async def test_a_run_is_owned_by_the_loop_that_starts_it(tmp_path, new_database_
     )  # fmt: skip
     run = await runs.start("token", "hi", session_id=None, confirm="decline", stream=False)
     await run.outcome()
-    assert store.get_run(run.id, run.user_key).owner == "loop-7"
+    assert store.sync.get_run(run.id, run.user_key).owner == "loop-7"
 
 
 def test_a_store_an_older_loop_made_gains_the_new_columns(tmp_path):
@@ -270,7 +270,7 @@ def test_a_store_an_older_loop_made_gains_the_new_columns(tmp_path):
                                 "VALUES ('run_1', 'k', 's', 'running', 'hi')"))  # fmt: skip
     engine.dispose()
     store = RunStore(url)
-    assert store.get_run("run_1", "k").owner is None  # kept, and readable
-    assert store.mark_interrupted("loop-a") == 1
+    assert store.sync.get_run("run_1", "k").owner is None  # kept, and readable
+    assert store.sync.mark_interrupted("loop-a") == 1
     RunStore(url).dispose()  # a second start adds nothing twice
     store.dispose()

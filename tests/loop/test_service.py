@@ -131,7 +131,7 @@ def test_a_session_id_first_used_by_one_user_never_collects_anothers_run(stack):
             (manager_final, "demo-token-manager", "取消我年度健康檢查那張假"),
             (employee_final, "demo-token-employee", "我的假期餘額還有多少？"),
         ):
-            history = store.history(final["session_id"], hash_token(token))
+            history = store.sync.history(final["session_id"], hash_token(token))
             assert [m["content"] for m in history if m["role"] == "user"] == [text]
     finally:
         store.dispose()
@@ -286,7 +286,7 @@ def test_cancel_endpoint_stops_a_waiting_run_and_keeps_the_transcript_valid(stac
     assert confirmation_audit(stack, approved_leaves[3]) == [*audited, ("cancelled", "not_applied")]
     store = RunStore(stack.store_url)
     try:
-        record = store.get_run(run_id, hash_token("demo-token-employee"))
+        record = store.sync.get_run(run_id, hash_token("demo-token-employee"))
     finally:
         store.dispose()
     assert record.status == "cancelled"

@@ -28,7 +28,7 @@ def test_concurrent_appends_to_one_session_all_stay(tmp_path, new_database_url):
             thread.start()
         for thread in threads:
             thread.join()
-        kept = sorted(m["content"] for m in store.history("shared", "alice"))
+        kept = sorted(m["content"] for m in store.sync.history("shared", "alice"))
     finally:
         store.dispose()
     print(f"{WRITERS} concurrent appends to one session: {len(kept)} kept")

@@ -9,7 +9,6 @@ import os
 import sqlite3
 import threading
 import time
-from functools import partial
 
 from common.sqlite import NonWaitingWriter
 from loop.store import RunRecord, RunStore
@@ -35,14 +34,14 @@ async def test_a_run_waits_off_the_loop_while_another_process_holds_the_write_lo
     store = RunStore(f"sqlite:///{path}")
     loop_thread = threading.current_thread()
     begun_off_the_loop = threading.Event()
-    begin_run = store.begin_run
+    begin_run = store.sync.begin_run
 
     def recorded_begin_run(*args: object, **kwargs: object) -> object:
         if threading.current_thread() is not loop_thread:
             begun_off_the_loop.set()
         return begin_run(*args, **kwargs)
 
-    monkeypatch.setattr(store, "begin_run", recorded_begin_run)
+    monkeypatch.setattr(store.sync, "begin_run", recorded_begin_run)
     runs = manager(store)
     other_process = sqlite3.connect(path, isolation_level=None)
     other_process.execute("BEGIN IMMEDIATE")  # holds SQLite's write lock
@@ -55,14 +54,14 @@ async def test_a_run_waits_off_the_loop_while_another_process_holds_the_write_lo
         # a write waiting on the loop itself would have held it for the busy timeout, 30 s
         assert time.monotonic() - started < 5
         assert not run.task.done()
-        assert store.get_run(run.id, run.user_key) is None
+        assert store.sync.get_run(run.id, run.user_key) is None
     finally:
         other_process.commit()
     final = await asyncio.wait_for(run.outcome(), 30)
     assert final.status == "completed"
-    stored = store.get_run(run.id, run.user_key)
+    stored = store.sync.get_run(run.id, run.user_key)
     assert stored is not None and stored.status == "completed"
-    assert store.history(run.session_id, run.user_key)[-1]["content"] == "好的。"
+    assert store.sync.history(run.session_id, run.user_key)[-1]["content"] == "好的。"
     store.finish_writes()
     store.dispose()
 
@@ -82,7 +81,7 @@ async def test_the_wal_is_checkpointed_on_the_writer_thread(tmp_path, monkeypatc
     monkeypatch.setattr(store, "checkpoint", recorded_checkpoint)
     sizes = []
     for i in range(WRITES):
-        await store.write(partial(store.begin_run, record(f"r{i}"), claim_session=True))
+        await store.begin_run(record(f"r{i}"), claim_session=True)
         sizes.append(file_size(wal))
     store.finish_writes()  # waits for the checkpoints handed to the writer thread
     one_write = sizes[1] - sizes[0]
@@ -95,7 +94,7 @@ async def test_the_wal_is_checkpointed_on_the_writer_thread(tmp_path, monkeypatc
     # passive ones, which a steady stream of writes starves; restarted after each checkpoint
     # it keeps to about one checkpoint interval's worth.
     assert sizes[-1] < 2.5 * NonWaitingWriter.CHECKPOINT_EVERY * one_write
-    assert len(store.recent_runs("k", WRITES + 1)) == WRITES
+    assert len(store.sync.recent_runs("k", WRITES + 1)) == WRITES
     store.dispose()
 
 
@@ -104,7 +103,7 @@ async def test_writes_during_a_checkpoint_wait_for_it_then_are_made_on_the_loop(
 ):
     monkeypatch.setattr(NonWaitingWriter, "CHECKPOINT_EVERY", 1)
     store = RunStore(f"sqlite:///{tmp_path / 'loop.db'}")
-    checkpoint, begin_run = store.checkpoint, store.begin_run
+    checkpoint, begin_run = store.checkpoint, store.sync.begin_run
     under_way, release = threading.Event(), threading.Event()
     loop_thread = threading.current_thread()
     written_on_the_loop: list[bool] = []
@@ -119,8 +118,8 @@ async def test_writes_during_a_checkpoint_wait_for_it_then_are_made_on_the_loop(
         return begin_run(*args, **kwargs)
 
     monkeypatch.setattr(store, "checkpoint", held_checkpoint)
-    monkeypatch.setattr(store, "begin_run", recorded_begin_run)
-    await store.write(partial(store.begin_run, record("r0"), claim_session=True))
+    monkeypatch.setattr(store.sync, "begin_run", recorded_begin_run)
+    await store.begin_run(record("r0"), claim_session=True)
     assert await asyncio.to_thread(under_way.wait, 10)  # the checkpoint after it is under way
     all_started = asyncio.Event()
     started = 0
@@ -130,7 +129,7 @@ async def test_writes_during_a_checkpoint_wait_for_it_then_are_made_on_the_loop(
         started += 1
         if started == 5:
             all_started.set()  # this task goes on to its first wait before the test resumes
-        await store.write(partial(store.begin_run, record(run_id), claim_session=True))
+        await store.begin_run(record(run_id), claim_session=True)
 
     writes = [asyncio.create_task(write(f"r{i}")) for i in range(1, 6)]
     await all_started.wait()  # every write has been asked for
@@ -141,7 +140,7 @@ async def test_writes_during_a_checkpoint_wait_for_it_then_are_made_on_the_loop(
     assert held_back == 1  # none was made while the checkpoint was under way
     # then each was made on the loop, none handed to the writer thread to queue behind it
     assert written_on_the_loop == [True] * 6
-    assert len(store.recent_runs("k", 10)) == 6
+    assert len(store.sync.recent_runs("k", 10)) == 6
     store.dispose()
 
 
@@ -149,10 +148,10 @@ def test_values_left_unset_stay_sql_null_and_keep_what_the_start_stored(tmp_path
     path = tmp_path / "loop.db"
     store = RunStore(f"sqlite:///{path}")
     started = record("r1", system_prompt="be brief")
-    store.begin_run(started, claim_session=False, wait=False)
+    store.sync.begin_run(started, claim_session=False, wait=False)
     finished = record("r1", answer="done", steps=[{"name": "search_leaves"}])
     finished.status = "completed"
-    store.finish_run(finished, None, 10, wait=False)
+    store.sync.finish_run(finished, None, 10, wait=False)
     store.dispose()
     with sqlite3.connect(path) as database:
         row = database.execute(

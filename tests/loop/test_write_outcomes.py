@@ -125,7 +125,7 @@ def test_a_restart_mid_write_leaves_the_started_write_in_the_record(dependencies
     def started_write() -> bool:
         store = RunStore(store_url)
         try:
-            record = store.get_run("write-then-crash", record_owner())
+            record = store.sync.get_run("write-then-crash", record_owner())
         finally:
             store.dispose()
         steps = record.steps if record else []

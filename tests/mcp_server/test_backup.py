@@ -120,7 +120,7 @@ def test_a_run_store_backed_up_while_runs_are_written_restores_whole(tmp_path, n
         while not stop.is_set():
             record = RunRecord(id=f"run_{number:06d}", user_key="k", session_id="s",
                                status="completed", input="查一下我的假單")  # fmt: skip
-            store.begin_run(record, claim_session=False)
+            store.sync.begin_run(record, claim_session=False)
             written.append(record.id)
             number += 1
 
@@ -144,7 +144,7 @@ def test_a_run_store_backed_up_while_runs_are_written_restores_whole(tmp_path, n
                        {"LOOP_STORE_URL": restored})[0] == 0  # fmt: skip
     copy = RunStore(restored)
     try:
-        assert all(copy.get_run(run_id, "k") is not None for run_id in before)
+        assert all(copy.sync.get_run(run_id, "k") is not None for run_id in before)
     finally:
         copy.dispose()
 

@@ -141,13 +141,14 @@ def test_replicas_creating_the_schema_at_once_all_start(tmp_path, new_database_u
     databases = [Database(url) for _ in range(8)]
     try:
         outcomes = Counter()
+        migrated: list[int] = []
         start = threading.Barrier(len(databases))
         lock = threading.Lock()
 
         def create(database: Database) -> None:
             start.wait()
             try:
-                database.create_schema()
+                migrated.append(len(database.create_schema()))
                 outcome = "created"
             except Exception as error:
                 outcome = type(error).__name__
@@ -161,6 +162,8 @@ def test_replicas_creating_the_schema_at_once_all_start(tmp_path, new_database_u
             thread.join()
         print(f"{len(databases)} concurrent schema creations: {dict(outcomes)}")
         assert outcomes == Counter({"created": len(databases)})
+        # one applied every revision; the others waited for it and found nothing to do
+        assert sorted(migrated) == [0] * (len(databases) - 1) + [3]
         assert seed(databases[0]) is True
     finally:
         for database in databases:
