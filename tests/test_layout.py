@@ -9,12 +9,11 @@ Read from the source with ast, every import (inside functions too), never by imp
 
 from __future__ import annotations
 
-import ast
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests.imports import imports_of, module_name
 from tests.support import REPO_ROOT
 
 # What a site runs, and what only a developer or the tests run.
@@ -26,60 +25,13 @@ LOADTEST_MAY_LOOK_FOR_THE_LOCAL_STACK = ("devtools.localstack", "devtools.promet
 AUDIENCES = {*SITE, *DEV_ONLY, "loadtest"}
 
 
-@dataclass(frozen=True)
-class Import:
-    module: str  # absolute, relative imports resolved
-    line: int
-    in_function: bool
-    how: str  # "import" or "python -m"
-
-
-def _module_name(path: Path, root: Path) -> str:
-    parts = list(path.relative_to(root).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def imports_of(source: str, module: str, is_package: bool = False) -> list[Import]:
-    """Every module `source` (the module `module`) imports, and every `-m` it starts."""
-    package = module if is_package else module.rpartition(".")[0]
-    tree = ast.parse(source)
-    inside: set[int] = set()  # ids of nodes within a function body
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
-            inside.update(id(child) for child in ast.walk(node) if child is not node)
-    found = []
-    for node in ast.walk(tree):
-        nested = id(node) in inside
-        if isinstance(node, ast.Import):
-            found += [Import(alias.name, node.lineno, nested, "import") for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                base = ".".join([*anchor, *([base] if base else [])])
-            # `from x import y` may name a module y: count both
-            found.append(Import(base, node.lineno, nested, "import"))
-            found += [
-                Import(f"{base}.{alias.name}", node.lineno, nested, "import")
-                for alias in node.names
-                if alias.name != "*"
-            ]
-        elif isinstance(node, ast.List | ast.Tuple):
-            words = [e.value if isinstance(e, ast.Constant) else None for e in node.elts]
-            for index, word in enumerate(words[:-1]):
-                target = words[index + 1]
-                if word == "-m" and isinstance(target, str):
-                    found.append(Import(target, node.lineno, nested, "python -m"))
-    return found
-
-
 def _names(module: str, prefixes: tuple[str, ...]) -> bool:
     return any(module == p or module.startswith(f"{p}.") for p in prefixes)
 
 
 def _source_files(package: str) -> list[tuple[Path, str]]:
     root = REPO_ROOT / package
-    return [(path, _module_name(path, REPO_ROOT)) for path in sorted(root.rglob("*.py"))]
+    return [(path, module_name(path, REPO_ROOT)) for path in sorted(root.rglob("*.py"))]
 
 
 def _offences(package: str) -> list[str]:
