@@ -16,10 +16,45 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Protocol
 
 import httpx
 
 from .compose import REPO_ROOT
+
+
+class ProcessHandle(Protocol):
+    """What is used of a started process: `subprocess.Popen`'s names."""
+
+    @property
+    def pid(self) -> int: ...
+    @property
+    def returncode(self) -> int | None: ...
+    def poll(self) -> int | None: ...
+    def wait(self, timeout: float | None = None) -> int: ...
+    def send_signal(self, sig: int) -> None: ...
+    def terminate(self) -> None: ...
+    def kill(self) -> None: ...
+
+
+# Starts `python -m <module_args>` with this whole environment, its output appended to a file.
+ModuleLauncher = Callable[[list[str], Mapping[str, str], Path], ProcessHandle]
+
+
+def exec_module(module_args: list[str], env: Mapping[str, str], log_path: Path) -> ProcessHandle:
+    with log_path.open("ab") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", *module_args],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+
+# The test harness puts a fork server here (harness/forkserver.py): the same processes, without
+# an interpreter's start and imports for each.
+module_launcher: ModuleLauncher = exec_module
 
 
 def free_port() -> int:
@@ -62,15 +97,16 @@ class ServiceProcess:
     ) -> None:
         """`python -m <module_args>`, or any program given as `argv`."""
         self.log_path = log_path
-        self._log = log_path.open("wb")
+        log_path.write_bytes(b"")
         full_env = {**os.environ, **env, "PYTHONUNBUFFERED": "1"}
-        self.process = subprocess.Popen(
-            argv or [sys.executable, "-m", *module_args],
-            cwd=REPO_ROOT,
-            env=full_env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
+        self.process: ProcessHandle
+        if argv is None:
+            self.process = module_launcher(module_args, full_env, log_path)
+        else:
+            with log_path.open("ab") as log:
+                self.process = subprocess.Popen(
+                    argv, cwd=REPO_ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT
+                )
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -93,7 +129,6 @@ class ServiceProcess:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-        self._log.close()
 
 
 @contextmanager

@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from harness import forkserver
 from mcp_server.leaves import LeaveService
 from mcp_server.seed import seed
 from mcp_server.storage import Database
+from ops import services
 from tests.databases import TestDatabases
 from tests.scheduling import long_modules_first
 
@@ -32,6 +34,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[DATABASES_KEY] = TestDatabases(config.getoption("--database-url"))
+    xdist_controller = bool(getattr(config.option, "numprocesses", None)) and not hasattr(
+        config, "workerinput"
+    )
+    if forkserver.enabled() and not xdist_controller:
+        forkserver.start_server()
+        services.module_launcher = forkserver.start
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import uvicorn
 
+from harness import forkserver
 from ops.compose import REPO_ROOT
 from ops.services import (
     ServiceProcess,
@@ -35,6 +36,7 @@ __all__ = [
     "mcp_server",
     "model_simulator",
     "port_in_use",
+    "run_command",
     "run_to_exit",
     "running",
     "seed_database",
@@ -59,17 +61,42 @@ def serving_in_thread(app: Any, what: str) -> Iterator[str]:
         thread.join(10)
 
 
-def run_to_exit(module_args: list[str], env: Mapping[str, str]) -> tuple[int, str]:
-    """`python -m <module_args>` that should exit by itself: (status, stdout + stderr)."""
+def run_command(
+    module_args: list[str],
+    env: Mapping[str, str],
+    *,
+    input: str | None = None,
+    timeout: float = 60,
+) -> tuple[int, str, str]:
+    """`python -m <module_args>` that should exit by itself: (status, stdout, stderr). Forked
+    from the fork server (harness/forkserver.py), or its own interpreter under
+    LEAVE_TEST_LAUNCH=exec."""
+    if forkserver.enabled():
+        return forkserver.run_to_exit(
+            module_args, {**os.environ, **env}, input=input, timeout=timeout
+        )
     done = subprocess.run(
         [sys.executable, "-m", *module_args],
         cwd=REPO_ROOT,
         env={**os.environ, **env},
+        input=input,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=timeout,
     )
-    return done.returncode, done.stdout + done.stderr
+    return done.returncode, done.stdout, done.stderr
+
+
+def run_to_exit(
+    module_args: list[str],
+    env: Mapping[str, str],
+    *,
+    input: str | None = None,
+    timeout: float = 60,
+) -> tuple[int, str]:
+    """`python -m <module_args>` that should exit by itself: (status, stdout + stderr)."""
+    status, out, err = run_command(module_args, env, input=input, timeout=timeout)
+    return status, out + err
 
 
 @contextmanager

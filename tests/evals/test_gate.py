@@ -5,9 +5,6 @@ and the report names each scenario and why; a regression against a baseline is n
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,17 +12,13 @@ from typing import Any
 import pytest
 
 from evals.scenarios import SCENARIOS
-from tests.support import REPO_ROOT, serving_in_thread
+from tests.support import run_to_exit, serving_in_thread
 
 from .fake_models import wrong_model
 
 
 def gate(*args: str) -> tuple[int, str]:
-    done = subprocess.run(
-        [sys.executable, "-m", "evals", *args], cwd=REPO_ROOT, env=dict(os.environ),
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    return done.returncode, done.stdout + done.stderr
+    return run_to_exit(["evals", *args], {}, timeout=600)
 
 
 def report(folder: Path) -> dict[str, Any]:

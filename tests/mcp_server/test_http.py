@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +10,7 @@ import anyio
 import httpx
 import pytest
 
-from tests.support import REPO_ROOT, ServiceProcess, free_port, run_to_exit, running
+from tests.support import ServiceProcess, free_port, run_command, run_to_exit, running
 
 from .helpers import Elicitations, error_code, find
 from .http_session import INIT, MCP_HEADERS, session
@@ -189,14 +186,9 @@ def test_production_refuses_default_secrets_and_demo_tokens(tmp_path, new_databa
 
 
 def run_cli(*args: str, db_url: str) -> str:
-    return subprocess.run(
-        [sys.executable, "-m", "mcp_server", *args],
-        cwd=REPO_ROOT,
-        env={**os.environ, "MCP_DATABASE_URL": db_url},
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
+    status, out, err = run_command(["mcp_server", *args], {"MCP_DATABASE_URL": db_url})
+    assert status == 0, err
+    return out.strip()
 
 
 async def test_production_will_not_start_beside_demo_tokens_and_serves_once_they_are_gone(

@@ -4,17 +4,14 @@ operator runs them: `python -m mcp_server …` on a real database."""
 from __future__ import annotations
 
 import json
-import os
 import secrets
-import subprocess
-import sys
 
 import pytest
 from sqlalchemy import select
 
 from mcp_server.identity import Identities, TokenRefused
 from mcp_server.storage import Balance, Database, Employee
-from tests.support import REPO_ROOT, run_to_exit, seed_database
+from tests.support import run_to_exit, seed_database
 
 HEADER = "employee_id,name,manager_id,特休,病假,事假,補休\n"
 COMPANY = HEADER + (
@@ -198,16 +195,11 @@ def test_in_production_the_seed_step_creates_the_schema_and_nothing_else(
 def test_an_export_on_standard_input_is_imported(db_url):
     """`compose exec -T mcp-server python -m mcp_server import - < people.csv`: no copy into
     the container, whatever the file's owner and mode."""
-    done = subprocess.run(
-        [sys.executable, "-m", "mcp_server", "import", "-"],
-        cwd=REPO_ROOT,
-        env={**os.environ, "MCP_DATABASE_URL": db_url},
-        input=COMPANY.encode(),
-        capture_output=True,
-        timeout=60,
+    status, output = run_to_exit(
+        ["mcp_server", "import", "-"], {"MCP_DATABASE_URL": db_url}, input=COMPANY
     )
-    assert done.returncode == 0, done.stderr
-    said = done.stdout.decode().splitlines()
+    assert status == 0, output
+    said = output.splitlines()
     assert said[-1] == "import: 3 employee(s) created, 0 updated, 0 unchanged"
     assert people(db_url)["C200"] == (
         "黃淑芬", "C100", {"特休": 12.5, "病假": 30.0, "事假": 14.0, "補休": 1.0}
