@@ -6,9 +6,11 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -38,6 +40,7 @@ __all__ = [
     "port_in_use",
     "run_command",
     "run_to_exit",
+    "run_with_files",
     "running",
     "seed_database",
     "serving_in_thread",
@@ -97,6 +100,39 @@ def run_to_exit(
     """`python -m <module_args>` that should exit by itself: (status, stdout + stderr)."""
     status, out, err = run_command(module_args, env, input=input, timeout=timeout)
     return status, out + err
+
+
+def run_with_files(
+    module_args: list[str],
+    env: Mapping[str, str],
+    *,
+    stdin: Path | None = None,
+    stdout: Path | None = None,
+    timeout: float = 120,
+) -> tuple[int, str]:
+    """`python -m … < STDIN > STDOUT` (each only if given): (status, stderr)."""
+    with tempfile.TemporaryDirectory(prefix="run-") as folder:
+        err = Path(folder) / "err"
+        out = stdout or Path(folder) / "out"
+        full_env = {**os.environ, **env}
+        if forkserver.enabled():
+            child = forkserver.start(module_args, full_env, out, stderr_path=err, stdin_path=stdin)
+            try:
+                status = child.wait(timeout)
+            finally:
+                child.kill()
+        else:
+            with (
+                open(stdin or os.devnull, "rb") as given,
+                open(out, "wb") as taken,
+                open(err, "wb") as said,
+            ):
+                status = subprocess.run(
+                    [sys.executable, "-m", *module_args],
+                    cwd=REPO_ROOT, env=full_env, stdin=given, stdout=taken, stderr=said,
+                    timeout=timeout, check=False,
+                ).returncode  # fmt: skip
+        return status, err.read_text(encoding="utf-8")
 
 
 @contextmanager

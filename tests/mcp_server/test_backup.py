@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import os
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -20,7 +17,7 @@ import pytest
 from common import backup
 from common.entrypoint import CommandError
 from loop.store import RunRecord, RunStore
-from tests.support import REPO_ROOT, mcp_server, run_to_exit, seed_database
+from tests.support import mcp_server, run_to_exit, run_with_files, seed_database
 
 from .helpers import find
 from .http_session import session
@@ -175,20 +172,6 @@ def test_a_backup_that_cannot_be_written_and_a_file_that_is_no_backup_are_one_li
     assert status == 2 and "is not a backup of the leave database (no " in said
 
 
-def _piped(module_args: list[str], env: dict[str, str], stdin=None, stdout=None):
-    """`python -m …` with its standard input or output on a file, as `… - > FILE` runs it."""
-    return subprocess.run(
-        [sys.executable, "-m", *module_args],
-        cwd=REPO_ROOT,
-        env={**os.environ, **env},
-        stdin=stdin if stdin is not None else subprocess.DEVNULL,
-        stdout=stdout if stdout is not None else subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=False,
-        timeout=120,
-    )
-
-
 def test_a_backup_goes_to_standard_output_and_a_restore_reads_standard_input(
     tmp_path, new_database_url
 ):
@@ -197,36 +180,37 @@ def test_a_backup_goes_to_standard_output_and_a_restore_reads_standard_input(
     source = new_database_url(tmp_path, "live")
     seed_database(source)
     saved = tmp_path / "leave.backup"
-    with saved.open("wb") as out:
-        done = _piped(["mcp_server", "backup", "-"], {"MCP_DATABASE_URL": source}, stdout=out)
-    assert done.returncode == 0, done.stderr
-    assert done.stderr.decode().startswith("backed up the leave database to standard output (")
+    status, said = run_with_files(
+        ["mcp_server", "backup", "-"], {"MCP_DATABASE_URL": source}, stdout=saved
+    )
+    assert status == 0, said
+    assert said.startswith("backed up the leave database to standard output (")
     restored = new_database_url(tmp_path, "restored")
-    with saved.open("rb") as backup_file:
-        done = _piped(["mcp_server", "restore", "-"], {"MCP_DATABASE_URL": restored},
-                      stdin=backup_file)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert done.stderr.decode().strip() == "restored the leave database from standard input"
+    status, said = run_with_files(
+        ["mcp_server", "restore", "-"], {"MCP_DATABASE_URL": restored}, stdin=saved
+    )
+    assert status == 0, said
+    assert said.strip() == "restored the leave database from standard input"
     assert len(_leave_ids(restored)) == len(_leave_ids(source)) > 0
 
-    empty = _piped(["mcp_server", "restore", "-"], {"MCP_DATABASE_URL": restored})
-    assert empty.returncode == 2
-    assert empty.stderr.decode().strip() == (
-        "error: restore: standard input was empty: `restore - < FILE`"
-    )
+    status, said = run_with_files(["mcp_server", "restore", "-"], {"MCP_DATABASE_URL": restored})
+    assert status == 2
+    assert said.strip() == "error: restore: standard input was empty: `restore - < FILE`"
     assert len(_leave_ids(restored)) == len(_leave_ids(source))
 
     loop_url = new_database_url(tmp_path, "loop")
     RunStore(loop_url).dispose()
     loop_saved = tmp_path / "loop.backup"
-    with loop_saved.open("wb") as out:
-        done = _piped(["loop", "backup", "-"], {"LOOP_STORE_URL": loop_url}, stdout=out)
-    assert done.returncode == 0 and loop_saved.stat().st_size > 0, done.stderr
-    with loop_saved.open("rb") as backup_file:  # the loop's backup is no leave database
-        refused = _piped(["mcp_server", "restore", "-"], {"MCP_DATABASE_URL": restored},
-                         stdin=backup_file)  # fmt: skip
-    assert refused.returncode == 2
-    assert "is not a backup of the leave database" in refused.stderr.decode()
+    status, said = run_with_files(
+        ["loop", "backup", "-"], {"LOOP_STORE_URL": loop_url}, stdout=loop_saved
+    )
+    assert status == 0 and loop_saved.stat().st_size > 0, said
+    # the loop's backup is no leave database
+    status, said = run_with_files(
+        ["mcp_server", "restore", "-"], {"MCP_DATABASE_URL": restored}, stdin=loop_saved
+    )
+    assert status == 2
+    assert "is not a backup of the leave database" in said
 
 
 def test_a_backup_file_that_cannot_be_read_is_named_not_the_database(tmp_path, monkeypatch):
