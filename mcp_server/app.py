@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import anyio
-import anyio.to_thread
 from mcp.server.auth.routes import cors_middleware
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
@@ -26,8 +25,8 @@ from common.sqlite import utcnow
 from common.tracing import TraceContext
 
 from .auth import EmployeeTokenVerifier, SignInOutage
-from .identity import Identities
-from .leaves import LeaveService
+from .identity import Identities, IdentityStore
+from .leaves import LeaveService, LeaveStore
 from .metrics import ServerMetrics
 from .oidc import SignIn, SignInSettings
 from .settings import ServerSettings
@@ -74,11 +73,12 @@ def transport_security(settings: ServerSettings) -> TransportSecuritySettings:
 def create_app(settings: ServerSettings, database: Database | None = None) -> ASGIApp:
     database = database or Database(settings.database_url)
     database.create_schema()
-    service = LeaveService(database)
-    identities = Identities(database, production=settings.is_production)
+    # The stores' async faces: all the served app calls (see storage.AsyncStore).
+    leaves = LeaveStore(LeaveService(database))
+    identities = IdentityStore(Identities(database, production=settings.is_production))
     metrics = ServerMetrics()
     server = build_server(
-        service,
+        leaves,
         metrics,
         language=settings.language,
         elicitation_state_keys=settings.elicitation_state_keys,
@@ -91,13 +91,13 @@ def create_app(settings: ServerSettings, database: Database | None = None) -> AS
             validate_token_resource=False,
         ),
     )
-    add_probes(server, database, metrics)
+    add_probes(server, leaves, metrics)
     app = server.streamable_http_app(
         streamable_http_path="/mcp",
         transport_security=transport_security(settings),
         host=settings.host,
     )
-    audit_while_serving(app, service, metrics, settings.confirmation_ttl_seconds)
+    audit_while_serving(app, leaves, metrics, settings.confirmation_ttl_seconds)
     name_the_issuer_as_set(app, settings)
     served: ASGIApp = CountAuthFailures(SignInOutage(app), metrics)
     # A tool call continues the caller's trace: the SDK reads it from the request's `_meta`,
@@ -108,7 +108,7 @@ def create_app(settings: ServerSettings, database: Database | None = None) -> AS
     return HeaderSizeLimit(traced, settings.max_header_bytes)
 
 
-def add_probes(server: MCPServer, database: Database, metrics: ServerMetrics) -> None:
+def add_probes(server: MCPServer, leaves: LeaveStore, metrics: ServerMetrics) -> None:
     """/healthz (the process answers), /readyz (and its database does), /metrics."""
 
     @server.custom_route("/healthz", methods=["GET"])
@@ -118,7 +118,7 @@ def add_probes(server: MCPServer, database: Database, metrics: ServerMetrics) ->
     @server.custom_route("/readyz", methods=["GET"])
     async def readyz(_: Request) -> Response:
         try:
-            await anyio.to_thread.run_sync(database.ping)
+            await leaves.ping()
         except Exception as exc:  # the reason, not the stack: it is a public endpoint
             return JSONResponse(
                 {"status": "unavailable", "database": type(exc).__name__}, status_code=503
@@ -131,7 +131,7 @@ def add_probes(server: MCPServer, database: Database, metrics: ServerMetrics) ->
 
 
 def audit_while_serving(
-    app: Starlette, service: LeaveService, metrics: ServerMetrics, ttl_seconds: float
+    app: Starlette, leaves: LeaveStore, metrics: ServerMetrics, ttl_seconds: float
 ) -> None:
     """The SDK's lifespan, with the audit of abandoned confirmations running beside it."""
     sdk_lifespan = app.router.lifespan_context
@@ -139,7 +139,7 @@ def audit_while_serving(
     @asynccontextmanager
     async def lifespan(app_: object) -> AsyncIterator[None]:
         async with sdk_lifespan(app_), anyio.create_task_group() as tasks:
-            tasks.start_soon(audit_abandoned_confirmations, service, metrics, ttl_seconds)
+            tasks.start_soon(audit_abandoned_confirmations, leaves, metrics, ttl_seconds)
             yield
             tasks.cancel_scope.cancel()
 
@@ -172,7 +172,7 @@ def name_the_issuer_as_set(app: Starlette, settings: ServerSettings) -> None:
             )
 
 
-def sign_in(settings: ServerSettings, identities: Identities) -> SignIn | None:
+def sign_in(settings: ServerSettings, identities: IdentityStore) -> SignIn | None:
     if settings.oidc_issuer is None:
         return None
     assert settings.oidc_audience and settings.oidc_jwks_url  # the settings check it
@@ -191,7 +191,7 @@ def sign_in(settings: ServerSettings, identities: Identities) -> SignIn | None:
 
 
 async def audit_abandoned_confirmations(
-    service: LeaveService, metrics: ServerMetrics, ttl_seconds: float
+    leaves: LeaveStore, metrics: ServerMetrics, ttl_seconds: float
 ) -> None:
     """Forever: questions unanswered for `ttl_seconds` (a client that cancelled, crashed or
     went away; no answer can be accepted any more) go to the audit log as abandoned."""
@@ -199,7 +199,7 @@ async def audit_abandoned_confirmations(
     while True:
         cutoff = utcnow() - dt.timedelta(seconds=ttl_seconds)
         try:
-            abandoned = await anyio.to_thread.run_sync(service.audit_abandoned, cutoff)
+            abandoned = await leaves.audit_abandoned(cutoff)
         except Exception as error:  # the database may be briefly unavailable: try next time
             logger.warning("auditing abandoned confirmations failed: %s", type(error).__name__)
         else:

@@ -6,14 +6,13 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
-from functools import partial
 from typing import Protocol
 
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .identity import Identities, TokenRefused
+from .identity import IdentityStore, TokenRefused
 from .oidc import JwksUnavailable
 
 logger = logging.getLogger(__name__)
@@ -36,7 +35,7 @@ class EmployeeTokenVerifier:
     database finds the SHA-256 by primary key. How long that takes can depend on the hash,
     never on how much of a stored token a guess got right."""
 
-    def __init__(self, identities: Identities, sign_in: SignIn | None = None) -> None:
+    def __init__(self, identities: IdentityStore, sign_in: SignIn | None = None) -> None:
         self._identities = identities
         self._sign_in = sign_in
 
@@ -45,9 +44,7 @@ class EmployeeTokenVerifier:
             if self._sign_in is not None and self._sign_in.accepts(token):
                 employee_id = await self._sign_in.employee_for(token)
             else:
-                employee_id = await self._identities.db.run_reads(
-                    partial(self._identities.employee_for_token, token)
-                )
+                employee_id = await self._identities.employee_for_token(token)
         except TokenRefused as refused:
             logger.info("bearer token refused: %s", refused)
             return None

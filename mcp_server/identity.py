@@ -14,6 +14,7 @@ import secrets
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 
 from sqlalchemy import bindparam, delete, func, select, update
 
@@ -21,7 +22,7 @@ from common.credentials import hash_token
 from common.dbapi import CompiledStatement
 from common.sqlite import utcnow
 
-from .storage import ApiToken, Database, Employee, new_token_id
+from .storage import ApiToken, AsyncStore, Database, Employee, new_token_id
 
 # How often a token's last use is written: once a minute is enough to see which tokens are
 # used, and it keeps a write off every request.
@@ -251,3 +252,21 @@ class Identities:
         with self.db.write() as s:
             removed = s.execute(delete(ApiToken).where(ApiToken.is_demo.is_(True)))
             return int(getattr(removed, "rowcount", 0) or 0)
+
+
+class IdentityStore(AsyncStore):
+    """Who may call, as the serving process asks it: the Identities methods a request's sign-in
+    uses, each a coroutine that runs where it should (see AsyncStore). `sync` is the
+    Identities itself (the operator commands, tests)."""
+
+    def __init__(self, identities: Identities) -> None:
+        super().__init__(identities.db)
+        self.sync = identities
+
+    async def employee_for_token(self, token: str) -> str:
+        """See Identities.employee_for_token: every MCP request asks it."""
+        return await self._read(partial(self.sync.employee_for_token, token))
+
+    async def active_employee(self, employee_id: str) -> bool:
+        """See Identities.active_employee."""
+        return await self._on_thread(partial(self.sync.active_employee, employee_id))

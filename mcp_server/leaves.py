@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import secrets
 import typing
+from functools import partial
 
 from sqlalchemy import ColumnElement, String, bindparam, cast, literal_column, or_, select, update
 from sqlalchemy.engine import CursorResult, Result
@@ -35,6 +36,7 @@ from common.sqlite import utcnow
 from .messages import Refusal
 from .schemas import BalanceLine, BalanceResult, LeaveView
 from .storage import (
+    AsyncStore,
     AuditEntry,
     Balance,
     Database,
@@ -541,6 +543,57 @@ class LeaveService:
             owner.manager_id,
         )
         return _row_view(row, actor_id)
+
+
+class LeaveStore(AsyncStore):
+    """The leave rules as the serving process calls them: LeaveService's methods that the tools,
+    the readiness probe and the audit of abandoned confirmations use, each a coroutine that
+    runs where it should (see AsyncStore). `sync` is the service itself."""
+
+    def __init__(self, service: LeaveService) -> None:
+        super().__init__(service.db)
+        self.sync = service
+
+    async def search(self, actor_id: str, keyword: str, status: str | None) -> list[LeaveView]:
+        return await self._read(partial(self.sync.search, actor_id, keyword, status))
+
+    async def balance(self, actor_id: str) -> BalanceResult:
+        return await self._read(partial(self.sync.balance, actor_id))
+
+    async def create(
+        self, actor_id: str, leave_type: str, start_date: str, end_date: str, reason: str
+    ) -> LeaveView:
+        return await self._on_thread(
+            partial(self.sync.create, actor_id, leave_type, start_date, end_date, reason)
+        )
+
+    async def change_status(
+        self, actor_id: str, leave_id: str, requested: str
+    ) -> tuple[str, LeaveView]:
+        return await self._on_thread(
+            partial(self.sync.change_status, actor_id, leave_id, requested)
+        )
+
+    async def check_cancellable(self, actor_id: str, leave_id: str) -> LeaveView:
+        return await self._on_thread(partial(self.sync.check_cancellable, actor_id, leave_id))
+
+    async def confirmation_asked(self, actor_id: str, leave_id: str, tool: str) -> None:
+        await self._on_thread(partial(self.sync.confirmation_asked, actor_id, leave_id, tool))
+
+    async def record_not_applied(self, actor_id: str, leave_id: str, confirmation: str) -> None:
+        await self._on_thread(
+            partial(self.sync.record_not_applied, actor_id, leave_id, confirmation)
+        )
+
+    async def cancel_approved(self, actor_id: str, leave_id: str) -> LeaveView:
+        return await self._on_thread(partial(self.sync.cancel_approved, actor_id, leave_id))
+
+    async def audit_abandoned(self, asked_before: dt.datetime) -> int:
+        return await self._on_thread(partial(self.sync.audit_abandoned, asked_before))
+
+    async def ping(self) -> None:
+        """Whether the leave database answers (raises if not)."""
+        await self._on_thread(self.sync.db.ping)
 
 
 def next_steps(status: str, owner_id: str, manager_id: str | None, actor_id: str) -> list[str]:

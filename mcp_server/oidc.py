@@ -17,11 +17,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import anyio.to_thread
 import httpx2
 import jwt
 
-from .identity import Identities, TokenRefused
+from .identity import IdentityStore, TokenRefused
 
 logger = logging.getLogger(__name__)
 # A token naming a key the set does not have makes us fetch the set again, at most this often:
@@ -98,7 +97,7 @@ class SignIn:
     """Access tokens of the company's identity provider → employee ids (TokenRefused with the
     reason for the log, or JwksUnavailable)."""
 
-    def __init__(self, settings: SignInSettings, identities: Identities) -> None:
+    def __init__(self, settings: SignInSettings, identities: IdentityStore) -> None:
         self._settings = settings
         self._identities = identities
         self._keys = ProviderKeys(settings)
@@ -123,7 +122,7 @@ class SignIn:
         employee_id = claims.get(s.employee_claim)
         if not isinstance(employee_id, str) or not employee_id:
             raise TokenRefused(f"the token has no {s.employee_claim} claim naming an employee")
-        if not await anyio.to_thread.run_sync(self._identities.active_employee, employee_id):
+        if not await self._identities.active_employee(employee_id):
             raise TokenRefused(f"{s.employee_claim} {employee_id!r} is no employee who works here")
         return employee_id
 

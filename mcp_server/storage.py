@@ -29,7 +29,7 @@ from common.sqlite import create_engine_for, is_sqlite_file, utcnow
 from .migrations import MIGRATIONS
 
 T = TypeVar("T")
-# Set while Database.run_reads runs its work in place: the reads inside take its connection.
+# Set while AsyncStore._read runs its work in place: the reads inside take its connection.
 _reading_in_place: ContextVar[bool] = ContextVar("reading_in_place", default=False)
 
 
@@ -136,7 +136,8 @@ class PendingConfirmation(Base):
 
 
 class Database:
-    """Owns the engine and hands out read and write transactions."""
+    """Owns the engine and hands out read and write transactions, on the calling thread (the
+    serving process reaches it through the stores' async faces: see AsyncStore)."""
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -169,17 +170,6 @@ class Database:
             Base.metadata.drop_all(connection)
             connection.execute(text(f"DROP TABLE IF EXISTS {MIGRATIONS.version_table}"))
 
-    async def run_reads(self, work: Callable[[], T]) -> T:
-        """`work`, which only reads: in place on a SQLite file, on this thread's own
-        connection (see reads_in_place), else on a worker thread."""
-        if not self.reads_in_place or self._in_place is None:
-            return await anyio.to_thread.run_sync(work)
-        reset = _reading_in_place.set(True)
-        try:
-            return work()
-        finally:
-            _reading_in_place.reset(reset)
-
     @contextmanager
     def read(self) -> Iterator[Session]:
         reader = self._in_place_reader if _reading_in_place.get() else self._reader
@@ -205,6 +195,41 @@ class Database:
         self.engine.dispose()
         if self._in_place is not None:
             self._in_place.dispose()
+
+
+class AsyncStore:
+    """The base of a store's async face (LeaveStore, IdentityStore): the one place that decides
+    where a store call runs, so that nothing on the event loop hands a store call to a thread
+    itself. Each face's public methods are coroutines that choose, as the server always has:
+    the hot reads (a search, a balance, a token) in place where they never wait (a SQLite
+    file: see Database.reads_in_place), on a worker thread elsewhere; everything else (every
+    write, which may wait for the write lock or a row lock, and the other reads) on a worker
+    thread.
+
+    A face wraps the sync store rather than replacing its methods: the operator commands, the
+    seed step, the load generator and the tests call the stores on their own thread, and keep
+    calling the sync class (`sync` on a face), as the loop's RunStore keeps its SyncRunStore.
+    The face holds nothing but the store it wraps, and looks each method up on it per call."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def _read(self, work: Callable[[], T]) -> T:
+        """`work`, which only reads: in place on a SQLite file, on this thread's own
+        connection (see Database.reads_in_place), else on a worker thread."""
+        db = self._db
+        if not db.reads_in_place or db._in_place is None:
+            return await anyio.to_thread.run_sync(work)
+        reset = _reading_in_place.set(True)
+        try:
+            return work()
+        finally:
+            _reading_in_place.reset(reset)
+
+    @staticmethod
+    async def _on_thread(work: Callable[[], T]) -> T:
+        """`work`, which may wait for the database, on a worker thread."""
+        return await anyio.to_thread.run_sync(work)
 
 
 def new_token_id() -> str:

@@ -6,12 +6,11 @@ import json
 import logging
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Annotated, Any, cast
 
-import anyio.to_thread
 from mcp.server.mcpserver import (
     AcceptedElicitation,
     CancelledElicitation,
@@ -30,7 +29,7 @@ from common.contract import LeaveStatus, RefusalCode, ToolName
 from common.unicode import lone_surrogate_at, surrogate_message
 
 from .auth import current_employee_id
-from .leaves import MAX_KEYWORD_CHARS, MAX_KEYWORD_WORDS, LeaveService
+from .leaves import MAX_KEYWORD_CHARS, MAX_KEYWORD_WORDS, LeaveService, LeaveStore
 from .messages import CONFIRM_QUESTION, Refusal
 from .metrics import UNKNOWN_TOOL_LABEL, ServerMetrics
 from .schemas import BalanceResult, CancelResult, LeaveView, SearchResult, StatusChange
@@ -65,7 +64,7 @@ class _NotAuthenticated(Exception):
 class ToolContext:
     """What the tools work with, handed to them by the server's lifespan."""
 
-    service: LeaveService
+    service: LeaveStore
     metrics: ServerMetrics
     language: str
 
@@ -131,7 +130,7 @@ def _argument_problems(error: ValidationError) -> str:
 
 
 def build_server(
-    service: LeaveService,
+    service: LeaveService | LeaveStore,
     metrics: ServerMetrics,
     *,
     language: str = "zh-TW",
@@ -140,6 +139,9 @@ def build_server(
     token_verifier: Any = None,
     auth: Any = None,
 ) -> LeaveServer:
+    # The service itself (the load generator, tests) is served through its async face;
+    # create_app hands in the face it shares with the audit of abandoned confirmations.
+    store = service if isinstance(service, LeaveStore) else LeaveStore(service)
     # An answer is accepted for `confirmation_ttl_seconds` after its question; after that the
     # question counts as abandoned (see LeaveService.audit_abandoned). The first key seals, all
     # open: a rotation keeps the confirmations asked under the old key answerable.
@@ -149,7 +151,7 @@ def build_server(
         else RequestStateSecurity.ephemeral(ttl=confirmation_ttl_seconds)
     )
     server = LeaveServer(
-        ToolContext(service, metrics, language),
+        ToolContext(store, metrics, language),
         instructions=INSTRUCTIONS,
         version="0.1.0",
         token_verifier=token_verifier,
@@ -200,18 +202,15 @@ def failed(
 
 
 async def run(
-    context: ToolContext, tool: str, work: Callable[[], BaseModel], *, reads_only: bool = False
+    context: ToolContext, tool: str, work: Callable[[], Awaitable[BaseModel]]
 ) -> CallToolResult:
-    """Run the rule code off the event loop (reads as the database makes them: see
-    Database.run_reads); map its outcome to a tool result."""
+    """Await the tool's work (its store calls run where the store decides: see
+    storage.AsyncStore); map its outcome to a tool result."""
     started = time.perf_counter()
     in_progress = context.metrics.tool_calls_in_progress.labels(tool)
     in_progress.inc()
     try:
-        if reads_only:
-            result = await context.service.db.run_reads(work)
-        else:
-            result = await anyio.to_thread.run_sync(work)
+        result = await work()
         answer = ok(result)  # in here: a value JSON cannot carry is an error like any other
     except Refusal as refusal:
         return refused(context, tool, refusal)
@@ -266,12 +265,11 @@ async def search_leaves(
     ] = None,
 ) -> Annotated[CallToolResult, SearchResult]:
     context = tool_context(ctx)
-    return await run(
-        context,
-        ToolName.SEARCH_LEAVES,
-        lambda: search_result(context.service, actor(), keyword, status),
-        reads_only=True,
-    )
+
+    async def work() -> SearchResult:
+        return found(await context.service.search(actor(), keyword, status))
+
+    return await run(context, ToolName.SEARCH_LEAVES, work)
 
 
 GET_LEAVE_BALANCE_DESCRIPTION = "Your remaining leave days (and hours) for each leave type."
@@ -279,12 +277,7 @@ GET_LEAVE_BALANCE_DESCRIPTION = "Your remaining leave days (and hours) for each 
 
 async def get_leave_balance(ctx: Context) -> Annotated[CallToolResult, BalanceResult]:
     context = tool_context(ctx)
-    return await run(
-        context,
-        ToolName.GET_LEAVE_BALANCE,
-        lambda: context.service.balance(actor()),
-        reads_only=True,
-    )
+    return await run(context, ToolName.GET_LEAVE_BALANCE, lambda: context.service.balance(actor()))
 
 
 CREATE_LEAVE_DESCRIPTION = (
@@ -332,8 +325,8 @@ async def update_leave_status(
 ) -> Annotated[CallToolResult, StatusChange]:
     context = tool_context(ctx)
 
-    def work() -> StatusChange:
-        old, view = context.service.change_status(actor(), leave_id, status)
+    async def work() -> StatusChange:
+        old, view = await context.service.change_status(actor(), leave_id, status)
         return StatusChange(
             leave_id=view.leave_id, from_status=old, to_status=view.status, leave=view
         )
@@ -348,16 +341,12 @@ async def ask_to_cancel(leave_id: str, ctx: Context) -> Elicit[CancelConfirmatio
     context = tool_context(ctx)
     employee_id = actor()
     try:
-        view = await anyio.to_thread.run_sync(
-            lambda: context.service.check_cancellable(employee_id, leave_id)
-        )
+        view = await context.service.check_cancellable(employee_id, leave_id)
     except Refusal as refusal:
         return _Refused(refusal)
     if not ctx.input_responses:
-        await anyio.to_thread.run_sync(
-            lambda: context.service.confirmation_asked(
-                employee_id, view.leave_id, ToolName.CANCEL_APPROVED_LEAVE
-            )
+        await context.service.confirmation_asked(
+            employee_id, view.leave_id, ToolName.CANCEL_APPROVED_LEAVE
         )
     question = CONFIRM_QUESTION[context.language].format(**view.model_dump())
     return Elicit(question, CancelConfirmation)
@@ -391,16 +380,14 @@ async def cancel_approved_leave(
         outcome = "cancelled" if isinstance(confirmation, CancelledElicitation) else "declined"
         context.metrics.elicitations.labels(outcome).inc()
         employee_id = actor()
-        await anyio.to_thread.run_sync(
-            lambda: context.service.record_not_applied(employee_id, leave_id, outcome)
-        )
+        await context.service.record_not_applied(employee_id, leave_id, outcome)
         return refused(
             context, tool, Refusal(RefusalCode(f"confirmation_{outcome}"), leave_id=leave_id)
         )
     context.metrics.elicitations.labels("accepted").inc()
 
-    def work() -> CancelResult:
-        view = context.service.cancel_approved(actor(), leave_id)
+    async def work() -> CancelResult:
+        view = await context.service.cancel_approved(actor(), leave_id)
         return CancelResult(
             leave_id=view.leave_id,
             from_status=LeaveStatus.APPROVED,
@@ -445,6 +432,11 @@ def log_excerpt(text: str) -> str:
 def search_result(
     service: LeaveService, actor_id: str, keyword: str, status: str | None
 ) -> SearchResult:
-    """What search_leaves returns (the load generator builds realistic histories with it)."""
-    leaves = service.search(actor_id, keyword, status)
+    """What search_leaves returns, from the service on the caller's thread (the load generator
+    builds realistic histories with it)."""
+    return found(service.search(actor_id, keyword, status))
+
+
+def found(leaves: list[LeaveView]) -> SearchResult:
+    """A search's leaves as search_leaves returns them."""
     return SearchResult(count=len(leaves), leaves=leaves)

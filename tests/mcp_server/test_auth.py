@@ -14,14 +14,20 @@ from sqlalchemy import update
 from common.entrypoint import load_settings
 from common.sqlite import utcnow
 from mcp_server.auth import EmployeeTokenVerifier
-from mcp_server.identity import Identities, InactiveEmployee, TokenRefused, parse_duration
+from mcp_server.identity import (
+    Identities,
+    IdentityStore,
+    InactiveEmployee,
+    TokenRefused,
+    parse_duration,
+)
 from mcp_server.leaves import LeaveService
 from mcp_server.settings import ServerSettings
 from mcp_server.storage import ApiToken, Database
 
 
 async def test_verifier_maps_tokens_and_refuses_what_it_does_not_know(database, caplog):
-    verifier = EmployeeTokenVerifier(Identities(database))
+    verifier = EmployeeTokenVerifier(IdentityStore(Identities(database)))
     found = await verifier.verify_token("demo-token-manager")
     assert found is not None and found.subject == "M001"
     with caplog.at_level(logging.INFO, logger="mcp_server.auth"):
@@ -47,7 +53,9 @@ async def test_the_token_is_looked_up_in_place_only_where_reads_never_wait(
         return lookup(token)
 
     monkeypatch.setattr(identities, "employee_for_token", recorded)
-    found = await EmployeeTokenVerifier(identities).verify_token("demo-token-employee")
+    found = await EmployeeTokenVerifier(IdentityStore(identities)).verify_token(
+        "demo-token-employee"
+    )
     assert found is not None and found.subject == "E001"
     assert (looked_up_on == [threading.get_ident()]) is in_place
 
@@ -66,7 +74,7 @@ async def test_a_token_is_checked_in_place_while_writers_hold_every_pooled_conne
     pool = database.engine.pool
     held = [database.engine.raw_connection() for _ in range(pool.size() + pool._max_overflow)]
     try:
-        found = await EmployeeTokenVerifier(Identities(database)).verify_token(
+        found = await EmployeeTokenVerifier(IdentityStore(Identities(database))).verify_token(
             "demo-token-employee"
         )
     finally:
@@ -94,7 +102,7 @@ def test_demo_tokens_are_dead_in_production(database):
 async def test_a_revoked_expired_or_departed_token_is_refused_at_once(database, caplog):
     """No cache stands between revoke-token (another process) and the next request."""
     identities = Identities(database)
-    verifier = EmployeeTokenVerifier(identities)
+    verifier = EmployeeTokenVerifier(IdentityStore(identities))
     revoked, revoked_id = identities.issue("E001", label="laptop")
     expiring, _ = identities.issue("E001", expires_in=dt.timedelta(seconds=60))
     departing, _ = identities.issue("E002")
