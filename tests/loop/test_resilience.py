@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import httpx
 
 from tests.support import (
-    REPO_ROOT,
     ServiceProcess,
     free_port,
     loop_service,
     model_simulator,
+    run_command,
     seed_database,
 )
 
@@ -26,14 +22,9 @@ def run(loop: str, body: dict) -> dict:
 
 def export(store_url: str) -> str:
     """What `python -m loop export` writes by default."""
-    return subprocess.run(
-        [sys.executable, "-m", "loop", "export"],
-        cwd=REPO_ROOT,
-        env={**os.environ, "LOOP_STORE_URL": store_url},
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
+    status, out, err = run_command(["loop", "export"], {"LOOP_STORE_URL": store_url})
+    assert status == 0, err
+    return out
 
 
 def test_mcp_server_killed_and_restarted_mid_session(tmp_path):
