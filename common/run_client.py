@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import inspect
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from types import TracebackType
 from typing import Any, assert_never
 
@@ -111,7 +111,7 @@ class RunClient:
         run_id: str | None = None,
         confirm: ConfirmMode | None = None,
         tolerate_gone: bool = False,
-    ) -> AsyncIterator[RunEvent]:
+    ) -> AsyncGenerator[RunEvent]:
         """A streamed run's events as they arrive, its questions answered by `answer` (None:
         left unanswered), the last one run.finished (StreamEnded if the stream ended before).
         Stop early inside `contextlib.aclosing`, which closes the stream."""
