@@ -8,14 +8,16 @@ import asyncio
 import contextlib
 import itertools
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
+import httpx2
 
-from common.run_client import RunClient
+from common.run_client import UNAVAILABLE, RunClient, always
 from common.runs_protocol import (
     ConfirmAction,
     ConfirmationRequested,
@@ -167,20 +169,72 @@ def stream_run(
     return streamed.events, streamed.final
 
 
-@contextlib.contextmanager
-def streamed_in_background(
+def stream_until(
+    base: str, body: dict[str, Any], kind: str, headers: dict[str, str] = EMPLOYEE
+) -> list[RunEvent]:
+    """Start a streamed run and read it up to its first event `kind`, then close the stream
+    (the run goes on without a reader; a question stays open): the events so far."""
+    token = headers["Authorization"].removeprefix("Bearer ")
+
+    async def read() -> list[RunEvent]:
+        seen: list[RunEvent] = []
+        async with (
+            RunClient(base, token) as client,
+            contextlib.aclosing(
+                client.events(
+                    body["input"], session_id=body.get("session_id"), run_id=body.get("run_id")
+                )
+            ) as events,
+        ):
+            async for event in events:
+                seen.append(event)
+                if event.event == kind:
+                    return seen
+        raise AssertionError(f"the run finished without {kind}: {[e.event for e in seen]}")
+
+    return asyncio.run(read())
+
+
+def answer_when_shown(
     base: str,
-    body: dict[str, Any],
+    run_id: str,
+    action: ConfirmAction,
     headers: dict[str, str] = EMPLOYEE,
-    answer: Answering = None,
-    **options: Any,
-) -> Any:
-    """A StreamedRun on a thread, joined (up to its timeout) when the block ends."""
-    streamed = StreamedRun(base, body, headers, answer, **options).in_background()
+    *,
+    within: float,
+    finish_within: float = 60,
+) -> tuple[list[WaitingConfirmation], Run]:
+    """Wait until the loop at `base` shows the run's question (within `within` s: a loop
+    that took the run over shows it again), answer it `action` (ReplyRefused unless it is
+    taken), and follow the run to its end. (The questions it showed, the finished run.)"""
+    token = headers["Authorization"].removeprefix("Bearer ")
+
+    async def answered() -> tuple[list[WaitingConfirmation], Run]:
+        async with RunClient(base, token, timeout=30) as client:
+            deadline = time.monotonic() + within
+            while not (shown := await _questions(client, run_id)):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{base} did not show {run_id}'s question in {within} s")
+                await asyncio.sleep(0.1)
+            await client.reply(run_id, shown[0].confirmation_id, action)
+            final = await client.follow(run_id, always(None), seconds=finish_within, every=0.2)
+        if final is None:
+            raise TimeoutError(f"{run_id} did not finish in {finish_within} s")
+        return shown, final
+
+    return asyncio.run(answered())
+
+
+async def _questions(client: RunClient, run_id: str) -> list[WaitingConfirmation]:
+    """The run's open questions; none while its loop is not reached or is restarting."""
     try:
-        yield streamed
-    finally:
-        streamed.join(streamed.timeout)
+        return (await client.get(run_id)).confirmations or []
+    except httpx2.TransportError:
+        return []
+    except httpx2.HTTPStatusError as error:
+        if error.response.status_code in UNAVAILABLE:
+            return []
+        raise
 
 
 def tool_steps(final: dict[str, Any] | Run) -> list[tuple[str, Any]]:

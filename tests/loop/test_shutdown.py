@@ -4,8 +4,6 @@ that starts next goes on with it once the person answers."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
 import signal
 import subprocess
@@ -15,8 +13,6 @@ from pathlib import Path
 import httpx
 from sqlalchemy import create_engine, text
 
-from common.run_client import RunClient
-from common.runs_protocol import RunStarted
 from mcp_server.leaves import LeaveService
 from mcp_server.storage import Database
 from tests.support import (
@@ -28,7 +24,7 @@ from tests.support import (
     wait_until,
 )
 
-from .helpers import EMPLOYEE, StreamedRun
+from .helpers import EMPLOYEE, StreamedRun, stream_until
 
 WEDDING = "取消我表妹婚禮那張假"
 
@@ -64,7 +60,8 @@ def test_a_working_run_is_recorded_cancelled_when_the_service_stops(tmp_path):
         base = f"http://127.0.0.1:{port}"
         settings = _settings(port, sim, mcp, store_url)
         with running(["loop"], settings, tmp_path / "loop.log", f"{base}/healthz") as loop:
-            run_id = _start_and_wait_for(base, "model.started", "查一下我的假單")
+            (started, *_) = stream_until(base, {"input": "查一下我的假單"}, "model.started")
+            run_id = started.id
             loop.stop()  # SIGTERM, as compose and Kubernetes stop a container
         log = loop.log()
     assert "did not finish" not in log, log[-2000:]
@@ -142,25 +139,6 @@ def _wedding_status(workdir: Path) -> str:
         return leave.status
     finally:
         database.dispose()
-
-
-def _start_and_wait_for(base: str, event_kind: str, user_input: str) -> str:
-    """Start a streamed run and return its id once `event_kind` arrives (its stream closed)."""
-
-    async def started() -> str:
-        async with (
-            RunClient(base, EMPLOYEE["Authorization"].removeprefix("Bearer ")) as client,
-            contextlib.aclosing(client.events(user_input)) as events,
-        ):
-            run_id = ""
-            async for event in events:
-                if isinstance(event, RunStarted):
-                    run_id = event.id
-                if event.event == event_kind:
-                    return run_id
-        raise AssertionError(f"the run finished without {event_kind}")
-
-    return asyncio.run(started())
 
 
 def test_the_terminal_client_follows_its_run_across_a_restart_of_the_loop(tmp_path):
