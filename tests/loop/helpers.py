@@ -1,6 +1,6 @@
 """What the loop's tests share: the demo tokens, `python -m loop` on a free port, running a
-run over HTTP and SSE (RunClient's conversation: stream_run, StreamedRun), and the run
-manager with fakes."""
+run over HTTP and SSE through RunClient (stream_run, StreamedRun on a thread, stream_until,
+answer_when_shown for a run another loop took over), and the run manager with fakes."""
 
 from __future__ import annotations
 
