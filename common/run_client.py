@@ -1,71 +1,73 @@
 """The one client of the loop's runs API: start a run, stream its events as the protocol's
 models, answer its confirmations by a policy, read a run, list runs, follow a run whose stream
-ended early. The terminal client, the demo, the gate and the tests use it (the load test reads
-the same events with its own timed transport: loadtest/client.py).
+ended early. The terminal client, the demo, the gate and the tests use it.
+
+How a run's conversation goes (the start request, reading the events, asking the policy,
+sending its answer, what counts as finished) is common/run_conversation.py's, without I/O;
+this client carries it out with httpx2 under asyncio, and the load test's TimedRunClient
+(loadtest/client.py) carries out the same conversation on its own timed stream.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import inspect
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from types import TracebackType
 from typing import Any, assert_never
 
 import httpx2
 
 from . import sse
+from .run_conversation import (
+    Ask,
+    Conversation,
+    Done,
+    Open,
+    Read,
+    ReplyRefused,
+    Request,
+    Response,
+    Rest,
+    RunRefused,
+    Send,
+    Show,
+    StreamEnded,
+    always,
+    check_reply,
+    reply_request,
+    start_request,
+)
 from .runs_protocol import (
-    AnswerDelta,
     ConfirmAction,
-    ConfirmationRequested,
-    ConfirmationResolved,
     ConfirmMode,
-    Detection,
-    ModelFinished,
-    ModelStarted,
     Run,
     RunEvent,
     RunFinished,
     RunList,
-    RunStarted,
     RunSummary,
-    ToolFinished,
-    ToolStarted,
     WaitingConfirmation,
-    parse_event,
 )
 
-# How a client answers a question the run asks: an action, or None to leave it unanswered.
-Answer = Callable[[WaitingConfirmation], Awaitable[ConfirmAction | None]]
+__all__ = [
+    "UNAVAILABLE",
+    "Answer",
+    "OnEvent",
+    "ReplyRefused",
+    "RunClient",
+    "RunRefused",
+    "StreamEnded",
+    "always",
+]
+
+# How a client answers a question the run asks: an action, or None to leave it unanswered
+# (at once, or awaited: a person asked).
+Answer = Callable[[WaitingConfirmation], Awaitable[ConfirmAction | None] | ConfirmAction | None]
 OnEvent = Callable[[RunEvent], Awaitable[None] | None]
 # A loop that is restarting (or its proxy) answers these; a client following a run waits.
 UNAVAILABLE = frozenset({502, 503, 504})
-
-
-def always(action: ConfirmAction | None) -> Answer:
-    """The policy that answers every question alike (None: none is answered)."""
-
-    async def answer(_question: WaitingConfirmation) -> ConfirmAction | None:
-        return action
-
-    return answer
-
-
-class RunRefused(Exception):
-    """The loop did not start the run (an error status)."""
-
-    def __init__(self, status: int, text: str) -> None:
-        super().__init__(f"the loop answered {status}: {text[:200]}")
-        self.status, self.text = status, text
-
-
-class StreamEnded(Exception):
-    """The stream ended before run.finished (its loop stopped): follow the run by its id."""
-
-    def __init__(self, run_id: str) -> None:
-        super().__init__(f"the stream of run {run_id or '?'} ended without run.finished")
-        self.run_id = run_id
 
 
 class RunClient:
@@ -104,23 +106,21 @@ class RunClient:
         self,
         text: str,
         *,
+        answer: Answer | None = None,
         session_id: str | None = None,
         run_id: str | None = None,
         confirm: ConfirmMode | None = None,
-    ) -> AsyncIterator[RunEvent]:
-        """A streamed run's events as they arrive; events this client does not know are
-        skipped (a newer server's)."""
-        body = _body(text, session_id, run_id, confirm, stream=True)
-        async with self._http.stream("POST", "/v1/runs", json=body) as response:
-            if response.status_code != 200:
-                await response.aread()
-                raise RunRefused(response.status_code, response.text)
-            parser = sse.Parser()
-            async for chunk in response.aiter_bytes():
-                for raw in parser.feed(chunk):
-                    event = parse_event(raw.event, raw.data)
-                    if event is not None:
-                        yield event
+        tolerate_gone: bool = False,
+    ) -> AsyncGenerator[RunEvent]:
+        """A streamed run's events as they arrive, its questions answered by `answer` (None:
+        left unanswered), the last one run.finished (StreamEnded if the stream ended before).
+        Stop early inside `contextlib.aclosing`, which closes the stream."""
+        conversation = Conversation(
+            text, session_id=session_id, run_id=run_id, confirm=confirm, tolerate_gone=tolerate_gone
+        )
+        async with contextlib.aclosing(self._carry_out(conversation, answer)) as events:
+            async for event in events:
+                yield event
 
     async def run(
         self,
@@ -136,35 +136,57 @@ class RunClient:
         """Stream the run and answer its questions by `answer` (None: leave them unanswered);
         `on_event` sees every event first. The finished run; StreamEnded if the stream ended
         before it. `tolerate_gone`: see `reply`."""
-        started = run_id or ""
-        async for event in self.events(text, session_id=session_id, run_id=run_id, confirm=confirm):
-            if on_event is not None:
-                shown = on_event(event)
-                if shown is not None:
-                    await shown
-            match event:
-                case RunStarted():
-                    started = event.id
-                case ConfirmationRequested():
-                    if answer is not None:
-                        action = await answer(event)
-                        if action is not None:
-                            await self.reply(started, event.confirmation_id, action, tolerate_gone)
-                case RunFinished():
-                    return event
-                case (
-                    ModelStarted()
-                    | AnswerDelta()
-                    | ModelFinished()
-                    | ToolStarted()
-                    | ToolFinished()
-                    | Detection()
-                    | ConfirmationResolved()
-                ):
-                    pass
-                case _:
-                    assert_never(event)
-        raise StreamEnded(started)
+        conversation = Conversation(
+            text, session_id=session_id, run_id=run_id, confirm=confirm, tolerate_gone=tolerate_gone
+        )
+        async with contextlib.aclosing(self._carry_out(conversation, answer)) as events:
+            async for event in events:
+                if on_event is not None:
+                    shown = on_event(event)
+                    if shown is not None:
+                        await shown
+        return conversation.final
+
+    async def _carry_out(
+        self, conversation: Conversation, answer: Answer | None
+    ) -> AsyncGenerator[RunEvent]:
+        """Do what `conversation` asks, on this client's connections; the events it shows."""
+        async with contextlib.AsyncExitStack() as scope:
+            response: httpx2.Response | None = None
+            raws: AsyncGenerator[sse.Event] | None = None
+            outcome: Any = None
+            while True:
+                command = conversation.next(outcome)
+                outcome = None
+                match command:
+                    case Open(request):
+                        response = await scope.enter_async_context(
+                            self._http.stream(request.method, request.path, json=request.body)
+                        )
+                        raws = _raw_events(response)
+                        scope.push_async_callback(raws.aclose)  # before the response closes
+                        outcome = response.status_code
+                    case Rest():
+                        assert response is not None
+                        await response.aread()
+                        outcome = response.text
+                    case Read():
+                        assert raws is not None
+                        outcome = await anext(raws, None)
+                    case Show(event):
+                        yield event
+                    case Ask(question):
+                        outcome = await _decided(answer, question)
+                    case Send(request):
+                        outcome = await self._send(request)
+                    case Done():
+                        return
+                    case _:
+                        assert_never(command)
+
+    async def _send(self, request: Request) -> Response:
+        response = await self._http.request(request.method, request.path, json=request.body)
+        return Response(response.status_code, response.text)
 
     async def reply(
         self,
@@ -173,17 +195,13 @@ class RunClient:
         action: ConfirmAction,
         tolerate_gone: bool = False,
         content: dict[str, Any] | None = None,
-    ) -> httpx2.Response:
-        """Answer a confirmation. `tolerate_gone`: a 409 (answered already) or a 404 (no loop
-        holds the question now; a restarting one takes it over, and following the run asks it
-        again) is not an error."""
-        body: dict[str, Any] = {"action": action}
-        if content is not None:
-            body["content"] = content
-        path = f"/v1/runs/{run_id}/confirmations/{confirmation_id}"
-        response = await self._http.post(path, json=body)
-        if not (tolerate_gone and response.status_code in (404, 409)):
-            response.raise_for_status()
+    ) -> Response:
+        """Answer a confirmation; ReplyRefused if the loop does not take it. `tolerate_gone`:
+        a 409 (answered already) or a 404 (no loop holds the question now; a restarting one
+        takes it over, and following the run asks it again) is not an error."""
+        request = reply_request(run_id, confirmation_id, action, content)
+        response = await self._send(request)
+        check_reply(request, response, tolerate_gone)
         return response
 
     async def create(
@@ -195,11 +213,12 @@ class RunClient:
         confirm: ConfirmMode | None = None,
     ) -> Run:
         """A run answered whole (not streamed)."""
-        response = await self._http.post(
-            "/v1/runs", json=_body(text, session_id, run_id, confirm, stream=False)
+        request = start_request(
+            text, session_id=session_id, run_id=run_id, confirm=confirm, stream=False
         )
+        response = await self._http.post(request.path, json=request.body)
         if response.status_code != 200:
-            raise RunRefused(response.status_code, response.text)
+            raise RunRefused(response.status_code, response.text, request)
         return Run.model_validate_json(response.content)
 
     async def get(self, run_id: str) -> Run:
@@ -233,23 +252,22 @@ class RunClient:
                 for question in run.confirmations or []:
                     if question.confirmation_id not in asked:
                         asked.add(question.confirmation_id)
-                        action = await answer(question)
+                        action = await _decided(answer, question)
                         if action is not None:
                             await self.reply(run_id, question.confirmation_id, action, True)
             await asyncio.sleep(every)
         return None
 
 
-def _body(
-    text: str,
-    session_id: str | None,
-    run_id: str | None,
-    confirm: ConfirmMode | None,
-    *,
-    stream: bool,
-) -> dict[str, Any]:
-    body: dict[str, Any] = {"input": text, "stream": stream}
-    for name, value in (("session_id", session_id), ("run_id", run_id), ("confirm", confirm)):
-        if value is not None:
-            body[name] = value
-    return body
+async def _decided(answer: Answer | None, question: WaitingConfirmation) -> ConfirmAction | None:
+    if answer is None:
+        return None
+    decided = answer(question)
+    return await decided if inspect.isawaitable(decided) else decided
+
+
+async def _raw_events(response: httpx2.Response) -> AsyncGenerator[sse.Event]:
+    parser = sse.Parser()
+    async for chunk in response.aiter_bytes():
+        for raw in parser.feed(chunk):
+            yield raw

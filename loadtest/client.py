@@ -4,6 +4,11 @@ Why not Locust's clients: `FastHttpUser.iter_content(1024)`/`iter_lines()` block
 arrived, which turns a 50 ms TTFT into ~200 ms and smears the gaps between tokens. Here every
 `read1` returns what the socket has, is stamped with `perf_counter()` as it arrives, and SSE
 lines are reassembled across reads. Under Locust, gevent makes these sockets cooperative.
+
+An agent run is the runs API's conversation (common/run_conversation.py, the same one
+common.run_client's RunClient carries out over httpx2): TimedRunClient carries it out on these
+timed streams, so the load test starts runs and answers their questions as every other client
+does, and times each event by when its bytes arrived.
 """
 
 from __future__ import annotations
@@ -11,24 +16,41 @@ from __future__ import annotations
 import http.client
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, assert_never
+from typing import Any, NamedTuple, assert_never
 from urllib.parse import urlsplit
 
+from common.run_conversation import (
+    Ask,
+    Conversation,
+    Done,
+    Open,
+    Policy,
+    Read,
+    Request,
+    Response,
+    Rest,
+    RunRefused,
+    Send,
+    Show,
+    StreamEnded,
+    always,
+)
 from common.runs_protocol import (
     AnswerDelta,
     ConfirmAction,
     ConfirmationRequested,
     ConfirmationResolved,
+    ConfirmMode,
     Detection,
     ModelFinished,
     ModelStarted,
+    RunEvent,
     RunFinished,
     RunStarted,
     ToolFinished,
     ToolStarted,
-    parse_event,
 )
 from common.sse import Event, Parser
 
@@ -105,23 +127,33 @@ class StreamingClient:
             self.close()
             raise
 
-    def request_json(self, method: str, path: str, body: Any = None) -> Any:
+    def request(self, method: str, path: str, body: Any = None) -> tuple[int, bytes]:
+        """(the status, the body), whatever the status."""
         _, response = self._send(method, path, _encode(body))
-        data = response.read()
-        if response.status >= 400:
-            raise HttpError(f"{method} {path}: HTTP {response.status}: {data[:300]!r}")
+        return response.status, response.read()
+
+    def request_json(self, method: str, path: str, body: Any = None) -> Any:
+        status, data = self.request(method, path, body)
+        if status >= 400:
+            raise HttpError(f"{method} {path}: HTTP {status}: {data[:300]!r}")
         return json.loads(data) if data else None
+
+    def open(self, method: str, path: str, body: Any) -> tuple[float, http.client.HTTPResponse]:
+        """Send and return (the perf_counter just before sending, the response, its body
+        unread), whatever the status."""
+        payload = _encode(body)  # before the clock starts: serialising is not the server's time
+        return self._send(method, path, payload)
 
     def stream(self, path: str, body: Any) -> tuple[float, Iterator[Event]]:
         """POST and return (the perf_counter just before sending, the events as they arrive)."""
-        payload = _encode(body)  # before the clock starts: serialising is not the server's time
-        started, response = self._send("POST", path, payload)
+        started, response = self.open("POST", path, body)
         if response.status >= 400:
             data = response.read()
             raise HttpError(f"POST {path}: HTTP {response.status}: {data[:300]!r}")
-        return started, self._events(response)
+        return started, self.events(response)
 
-    def _events(self, response: http.client.HTTPResponse) -> Iterator[Event]:
+    def events(self, response: http.client.HTTPResponse) -> Iterator[Event]:
+        """The response's events as they arrive, each stamped with when its bytes did."""
         parser = Parser()
         try:
             while True:
@@ -201,6 +233,75 @@ def timed_chat(client: StreamingClient, body: dict[str, Any]) -> ChatSample:
     return sample
 
 
+class TimedRun(NamedTuple):
+    started: float  # the perf_counter just before the run's request went out
+    final: RunFinished
+
+
+# What a timed run's listener is told: each event, and when the bytes that completed it arrived.
+OnTimedEvent = Callable[[RunEvent, float], None]
+
+
+class TimedRunClient:
+    """The runs API's conversation (common.run_conversation: the one RunClient carries out
+    over httpx2) carried out on two of this module's clients: the run's stream on `stream`,
+    the answers to its questions on `control` (the stream's connection is busy)."""
+
+    def __init__(self, stream: StreamingClient, control: StreamingClient) -> None:
+        self.stream, self.control = stream, control
+
+    def run(
+        self,
+        text: str,
+        *,
+        answer: Policy | None = None,
+        on_event: OnTimedEvent | None = None,
+        session_id: str | None = None,
+        run_id: str | None = None,
+        confirm: ConfirmMode | None = None,
+        tolerate_gone: bool = False,
+    ) -> TimedRun:
+        """Stream the run and answer its questions by `answer` (None: leave them unanswered);
+        `on_event` sees every event, with its arrival, first. Raises as RunClient.run does
+        (RunRefused, ReplyRefused, StreamEnded), and what the connections raise."""
+        conversation = Conversation(
+            text, session_id=session_id, run_id=run_id, confirm=confirm, tolerate_gone=tolerate_gone
+        )
+        started, response = 0.0, None
+        events: Iterator[Event] = iter(())
+        outcome: Any = None
+        while True:
+            command = conversation.next(outcome)
+            outcome = None
+            match command:
+                case Open(request):
+                    started, response = self.stream.open(request.method, request.path, request.body)
+                    events = self.stream.events(response)
+                    outcome = response.status
+                case Rest():
+                    assert response is not None
+                    outcome = response.read().decode("utf-8", "replace")
+                case Read():
+                    outcome = next(events, None)
+                case Show(event, at):
+                    if on_event is not None:
+                        on_event(event, at)
+                case Ask(question):
+                    outcome = None if answer is None else answer(question)
+                case Send(request):
+                    outcome = self._send(request)
+                case Done(final):
+                    for _ in events:  # read to the end of the body, so the connection is reused
+                        pass
+                    return TimedRun(started, final)
+                case _:
+                    assert_never(command)
+
+    def _send(self, request: Request) -> Response:
+        status, data = self.control.request(request.method, request.path, request.body)
+        return Response(status, data.decode("utf-8", "replace"))
+
+
 @dataclass
 class RunSample:
     """One agent run through the loop's API, start to run.finished."""
@@ -225,49 +326,45 @@ def timed_run(
     answer: ConfirmAction | None,
     session_id: str | None = None,
 ) -> RunSample:
-    """One streamed run; each confirmation is answered with `answer` over a second connection.
-    The runs protocol's events, read off this client's own timed stream (common.run_client's
-    asyncio client would not time each byte, nor run under Locust's gevent)."""
-    body: dict[str, Any] = {"input": text, "stream": True}
-    if session_id:
-        body["session_id"] = session_id
-    started, events = stream_client.stream("/v1/runs", body)
+    """One streamed run (TimedRunClient); each confirmation is answered with `answer`
+    (decline when None) over the second connection."""
     sample = RunSample()
-    run_id = ""
-    finished: RunFinished | None = None
-    for raw in events:  # read to the end of the body, so the connection can be reused
-        if finished is not None:
-            continue
-        match parse_event(raw.event, raw.data):
-            case RunStarted() as event:
-                run_id = event.id
+    first_answer: float | None = None
+    finished_at = 0.0
+
+    def seen(event: RunEvent, at: float) -> None:
+        nonlocal first_answer, finished_at
+        match event:
             case AnswerDelta():
-                if sample.first_answer_ms is None:
-                    sample.first_answer_ms = (raw.at - started) * 1000
-            case ConfirmationRequested() as event:
+                if first_answer is None:
+                    first_answer = at
+            case ConfirmationRequested():
                 sample.confirmations += 1
-                control_client.request_json(
-                    "POST",
-                    f"/v1/runs/{run_id}/confirmations/{event.confirmation_id}",
-                    {"action": answer or "decline"},
-                )
-            case RunFinished() as event:
-                sample.run_ms = (raw.at - started) * 1000
-                finished = event
+            case RunFinished():
+                finished_at = at
             case (
-                ModelStarted()
+                RunStarted()
+                | ModelStarted()
                 | ModelFinished()
                 | ToolStarted()
                 | ToolFinished()
                 | Detection()
                 | ConfirmationResolved()
-                | None  # an event this client does not know
             ):
                 pass
             case unexpected:
                 assert_never(unexpected)
-    if finished is None:
-        raise HttpError("the stream ended before run.finished")
+
+    client = TimedRunClient(stream_client, control_client)
+    try:
+        started, finished = client.run(
+            text, answer=always(answer or "decline"), on_event=seen, session_id=session_id or None
+        )
+    except (RunRefused, StreamEnded) as error:
+        raise _worded(error) from error
+    if first_answer is not None:
+        sample.first_answer_ms = (first_answer - started) * 1000
+    sample.run_ms = (finished_at - started) * 1000
     tool_steps = finished.tool_steps()
     sample.status = finished.status
     sample.turns = finished.turns or 0
@@ -278,3 +375,12 @@ def timed_run(
     sample.output_tokens = finished.completion_tokens
     sample.session_id = finished.session_id
     return sample
+
+
+def _worded(error: RunRefused | StreamEnded) -> HttpError:
+    """A run that went wrong, in the words this client's errors have always had (the raw
+    log's errors, and summary.json's examples of them)."""
+    if isinstance(error, StreamEnded):
+        return HttpError("the stream ended before run.finished")
+    request, data = error.request, error.text.encode()
+    return HttpError(f"{request.method} {request.path}: HTTP {error.status}: {data[:300]!r}")

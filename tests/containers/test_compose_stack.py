@@ -21,11 +21,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from common import sse
+from common.runs_protocol import ConfirmAction
 from devtools.demo import run_scenarios
 from loadtest.summary import LoadSummary
 from ops.layout import LAYOUT_FILE
 from ops.stackcheck import Stack, problems
+from tests.loop.helpers import StreamedRun, answer_when_shown, stream_until
 from tests.support import free_port, wait_until
 
 from .helpers import LOAD_FILE, PROJECT, SITE_OVERRIDE, Engine, env_file, make
@@ -144,63 +145,58 @@ OTHER = {"Authorization": "Bearer demo-token-other"}
 
 
 class CancelWaitingForAnAnswer:
-    """E002 asks, streamed on a thread, to cancel their approved leave; the run waits at its
-    confirmation until `answer()` (or `answer_within` seconds), then accepts it."""
+    """E002 asks, streamed on a thread (StreamedRun), to cancel their approved leave; the run
+    waits at its confirmation until `answer()` (or `answer_within` seconds), then accepts it.
+    `tolerate_gone`: an answer to a question no loop holds any more is not an error."""
 
-    def __init__(self, loop_url: str, answer_within: float) -> None:
-        self.events: list[tuple[str, dict]] = []
-        self.answered: list[int] = []
-        self.asked, self._go = threading.Event(), threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(loop_url, answer_within))
-        self._thread.start()
+    def __init__(self, loop_url: str, answer_within: float, tolerate_gone: bool = False) -> None:
+        self._go = threading.Event()
 
-    def _run(self, loop_url: str, answer_within: float) -> None:
-        with httpx.Client(base_url=loop_url, headers=OTHER, timeout=answer_within + 60) as http:
-            body = {"input": "取消我畢業典禮那張假", "stream": True}
-            with http.stream("POST", "/v1/runs", json=body) as response:
-                for event in sse.events(response.iter_lines()):
-                    self.events.append((event.event, event.json()))
-                    if event.event == "confirmation.requested":
-                        self.asked.set()
-                        self._go.wait(answer_within)
-                        answer = http.post(
-                            f"/v1/runs/{self.events[0][1]['id']}/confirmations/"
-                            f"{event.json()['confirmation_id']}",
-                            json={"action": "accept"},
-                        )
-                        self.answered.append(answer.status_code)
+        def when_told(_run_id: str, _question: object) -> ConfirmAction:
+            self._go.wait(answer_within)
+            return "accept"
+
+        self.run = StreamedRun(
+            loop_url, {"input": "取消我畢業典禮那張假"}, OTHER, when_told,
+            timeout=answer_within + 60, tolerate_gone=tolerate_gone,
+        ).in_background()  # fmt: skip
+
+    def asked(self, within: float) -> bool:
+        return self.run.wait_for("confirmation.requested", within)
 
     def answer(self) -> None:
         """Let the person answer, and wait for the run to end (up to 180 s)."""
         self._go.set()
-        self._thread.join(180)
+        self.run.join(180)
 
     @property
     def hung(self) -> bool:
-        return self._thread.is_alive()
+        return not self.run.over
 
-    def finished(self) -> list[dict]:
-        return [data for kind, data in self.events if kind == "run.finished"]
+    @property
+    def events(self) -> list[str]:
+        return [event.event for event in self.run.events]
 
 
 def test_the_stack_recovers_when_the_mcp_server_dies_mid_run(stack, engine):
     """kill -9 of the MCP server while a run waits on a confirmation."""
     # E002's approved leave: the seed scenarios have cancelled E001's already
-    cancel = CancelWaitingForAnAnswer(stack.loop_url, answer_within=60)
-    assert cancel.asked.wait(60), f"no confirmation was asked: {cancel.events}"
+    # the question may be gone by the time the person answers: the run goes on either way
+    cancel = CancelWaitingForAnAnswer(stack.loop_url, answer_within=60, tolerate_gone=True)
+    assert cancel.asked(60), f"no confirmation was asked: {cancel.events}"
     container = stack.compose("ps", "-q", "mcp-server").stdout.strip()
     before = restarts(engine, container)
     kill_service_process(engine, container)
     cancel.answer()  # the person answers after the server died
     assert not cancel.hung, "the run hung after the MCP server died"
-    finished = cancel.finished()
-    assert finished, cancel.events
-    print(f"\nthe run the kill interrupted: {finished[0]['status']}, {finished[0].get('reason')}")
-    print(f"  answer: {finished[0]['answer']}")
+    finished = cancel.run.final
+    assert finished is not None, (cancel.events, cancel.run.error)
+    print(f"\nthe run the kill interrupted: {finished.status}, {finished.reason}")
+    print(f"  answer: {finished.answer}")
     # the run says its tools were unreachable; it never claims the leave was cancelled
-    assert finished[0]["status"] == "failed", finished
-    assert finished[0]["reason"].startswith(("tools_unavailable", "outcome_unknown")), finished
-    assert "已取消" not in finished[0]["answer"], finished
+    assert finished.status == "failed", finished
+    assert str(finished.reason).startswith(("tools_unavailable", "outcome_unknown")), finished
+    assert "已取消" not in (finished.answer or ""), finished
 
     # restart policy brings the server back; the loop reconnects without manual steps
     wait_until(lambda: restarts(engine, container) > before, timeout=60, what="a restart")
@@ -360,7 +356,7 @@ def test_rotating_the_confirmation_key_recreates_only_the_mcp_server_and_a_pendi
     # E002's approved leave: the kill test above left it approved
     cancel = CancelWaitingForAnAnswer(stack.loop_url, answer_within=300)
     try:
-        assert cancel.asked.wait(60), f"no confirmation was asked: {cancel.events}"
+        assert cancel.asked(60), f"no confirmation was asked: {cancel.events}"
         before = container_ids(stack)
         old = next(
             line.split("=", 1)[1]
@@ -377,9 +373,10 @@ def test_rotating_the_confirmation_key_recreates_only_the_mcp_server_and_a_pendi
     recreated = {name for name in before if after.get(name) != before[name]}
     # the MCP server and its seed job share the environment that holds the key; nothing else
     assert recreated == {f"{PROJECT}-mcp-server-1", f"{PROJECT}-mcp-seed-1"}, said[-3000:]
-    assert cancel.answered == [200], cancel.events
-    finished = cancel.finished()
-    assert finished and finished[0]["status"] == "completed", cancel.events
+    # answered once, and the answer taken (ReplyRefused otherwise)
+    assert cancel.run.answers == ["accept"] and cancel.run.error is None, cancel.run.error
+    finished = cancel.run.final
+    assert finished is not None and finished.status == "completed", cancel.events
     with httpx.Client(base_url=stack.loop_url, headers=OTHER, timeout=60) as http:
         run = http.post("/v1/runs", json={"input": "查一下我的假單"}).json()
     searches = [s for s in run["steps"] if s["type"] == "tool"]
@@ -391,40 +388,20 @@ def test_recreating_the_loop_while_a_run_waits_leaves_the_confirmation_to_answer
     """Issue 31, item 13: the loop's container recreated (`make up-sim` after a loop setting
     changed) while a run waits on a confirmation; the new loop shows it and goes on."""
     manager = {"Authorization": "Bearer demo-token-manager"}
-    run_id, question = "", {}
-    with (
-        httpx.Client(base_url=stack.loop_url, headers=manager, timeout=60) as http,
-        http.stream(
-            "POST", "/v1/runs", json={"input": "取消我年度健康檢查那張假", "stream": True}
-        ) as response,
-    ):
-        for event in sse.events(response.iter_lines()):
-            if event.event == "run.started":
-                run_id = event.json()["id"]
-            if event.event == "confirmation.requested":
-                question = event.json()
-                break
-    assert run_id and question, "the run did not ask"
+    body = {"input": "取消我年度健康檢查那張假"}
+    started, *_, question = stream_until(stack.loop_url, body, "confirmation.requested", manager)
+    run_id = started.id
     before = container_ids(stack)
     rotate(stack.env, "LOOP_REJECTED_TOKEN_CACHE_SECONDS=29")  # the loop's setting alone
     said = up_sim(stack)
     after = container_ids(stack)
     recreated = {name for name in before if after.get(name) != before[name]}
     assert recreated == {f"{PROJECT}-loop-1"}, said[-3000:]
+    # the new loop shows the question at once and takes the answer (ReplyRefused otherwise)
+    shown, final = answer_when_shown(stack.loop_url, run_id, "accept", manager, within=5)
+    assert [q.model_dump() for q in shown] == [question.model_dump()], shown
+    assert final.status == "completed", final
     with httpx.Client(base_url=stack.loop_url, headers=manager, timeout=60) as http:
-        waiting = http.get(f"/v1/runs/{run_id}").json()
-        assert waiting["status"] == "running", waiting
-        assert waiting["confirmations"] == [question], waiting
-        path = f"/v1/runs/{run_id}/confirmations/{question['confirmation_id']}"
-        assert http.post(path, json={"action": "accept"}).status_code == 200
-        seen: list[dict] = []
-
-        def finished() -> bool:
-            seen.append(http.get(f"/v1/runs/{run_id}").json())
-            return seen[-1]["status"] != "running"
-
-        wait_until(finished, timeout=60, what="the taken-over run to finish")
-        assert seen[-1]["status"] == "completed", seen[-1]
         found = http.post("/v1/runs", json={"input": "查一下年度健康檢查的假單"}).json()
     leaves = next(s for s in found["steps"] if s["type"] == "tool")["result"]["leaves"]
     assert [leave["status"] for leave in leaves] == ["cancelled"], leaves

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -18,9 +17,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from common import sse
 from devtools.demo import EMPLOYEE, SCENARIOS, run_scenarios
 from ops import k8s
+from tests.loop.helpers import StreamedRun, answer_when_shown
 from tests.support import REPO_ROOT, wait_until
 
 from .podplay import Play, metric_total
@@ -256,50 +255,26 @@ def test_a_loop_replica_stopped_while_its_run_waits_leaves_the_run_to_the_other(
     through it."""
     headers = {"Authorization": "Bearer demo-token-other"}  # E002's approved leave
     grace = 45  # the manifest's
-    events: list[tuple[str, dict]] = []
-    asked = threading.Event()
-
-    def run() -> None:
-        url = f"http://{play.address('loop-pod-1')}:8080"
-        with httpx.Client(base_url=url, headers=headers, timeout=grace + 60) as http:
-            body = {"input": "取消我畢業典禮那張假", "stream": True}
-            try:
-                with http.stream("POST", "/v1/runs", json=body) as response:
-                    for event in sse.events(response.iter_lines()):
-                        events.append((event.event, event.json()))
-                        if event.event == "confirmation.requested":
-                            asked.set()
-            except httpx.HTTPError:
-                pass  # the pod went away under the stream
-
-    runner = threading.Thread(target=run)
-    runner.start()
-    assert asked.wait(60), f"no confirmation was asked: {events}"
+    url = f"http://{play.address('loop-pod-1')}:8080"
+    # the question left open: the stream ends when the pod goes away under it
+    waiting = StreamedRun(url, {"input": "取消我畢業典禮那張假"}, headers, timeout=grace + 60)
+    waiting.in_background()
+    assert waiting.wait_for("confirmation.requested", 60), (
+        f"no confirmation was asked: {waiting.events}"
+    )
     started = time.monotonic()
     play.podman("stop", "--time", str(grace), "loop-pod-1-loop", timeout=grace + 30)
     stopped_in = time.monotonic() - started
-    runner.join(30)
-    run_id = events[0][1]["id"]
-    question = next(data for kind, data in events if kind == "confirmation.requested")
-    assert not any(kind == "run.finished" for kind, _ in events), events
+    waiting.join(30)
+    run_id, question = waiting.run_id, waiting.question
+    assert question is not None and waiting.final is None, waiting.events
     # its runs' 10 s and the open requests' 5 s at most, not the grace period
     assert stopped_in < 15, f"the loop took {stopped_in:.1f} s to stop"
     other = f"http://{play.address('loop-pod-0')}:8080"
-    seen: list[dict] = []
-    with httpx.Client(base_url=other, headers=headers, timeout=10) as http:
-
-        def shown(done: bool = False) -> bool:
-            seen.append(http.get(f"/v1/runs/{run_id}").json())
-            if done:
-                return seen[-1]["status"] != "running"
-            return bool(seen[-1].get("confirmations"))
-
-        wait_until(shown, timeout=40, what="the other loop replica to take the run over")
-        assert seen[-1]["confirmations"] == [question], seen[-1]
-        path = f"/v1/runs/{run_id}/confirmations/{question['confirmation_id']}"
-        assert http.post(path, json={"action": "accept"}).status_code == 200
-        wait_until(lambda: shown(done=True), timeout=60, what="the taken-over run to finish")
+    # the other replica takes the run over, shows the question and takes the answer there
+    shown, final = answer_when_shown(other, run_id, "accept", headers, within=40)
+    assert [q.model_dump() for q in shown] == [question.model_dump()], shown
     taken_over_in = time.monotonic() - started
     print(f"\nloop-pod-1 stopped in {stopped_in:.1f} s; loop-pod-0 took its waiting run over and "
-          f"finished it {taken_over_in:.1f} s after the stop: {seen[-1]['status']}")  # fmt: skip
-    assert seen[-1]["status"] == "completed" and "已取消" in seen[-1]["answer"], seen[-1]
+          f"finished it {taken_over_in:.1f} s after the stop: {final.status}")  # fmt: skip
+    assert final.status == "completed" and "已取消" in (final.answer or ""), final

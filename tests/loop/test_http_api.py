@@ -13,7 +13,7 @@ import httpx
 import openai
 import pytest
 
-from common import sse
+from common.runs_protocol import RunFinished, WaitingConfirmation
 from loop.app import create_app
 from loop.runs import RunNotRecorded
 from loop.settings import LoopSettings
@@ -81,22 +81,16 @@ def test_an_answer_to_an_unknown_run_or_confirmation_is_404_whatever_its_content
 
 def answering_confirmations(
     stack: Stack, request: str, answer: Callable[[httpx.Client, str], None], headers=EMPLOYEE
-) -> dict[str, Any]:
-    """Stream the run of `request`; at each confirmation call `answer(client, its path)`.
-    The finished run."""
-    final: dict[str, Any] = {}
-    with (
-        httpx.Client(base_url=stack.loop, headers=headers, timeout=60) as http,
-        http.stream("POST", "/v1/runs", json={"input": request, "stream": True}) as response,
-    ):
-        run_id = ""
-        for event in sse.events(response.iter_lines()):
-            kind, data = event.event, event.json()
-            run_id = run_id or data["id"]
-            if kind == "confirmation.requested":
-                answer(http, f"/v1/runs/{run_id}/confirmations/{data['confirmation_id']}")
-            if kind == "run.finished":
-                final = data
+) -> RunFinished:
+    """Stream the run of `request` (stream_run); at each confirmation call `answer(client, its
+    path)`, which answers it over HTTP itself: these tests are of that endpoint's edges. The
+    finished run."""
+
+    def over_http(run_id: str, question: WaitingConfirmation) -> None:
+        with httpx.Client(base_url=stack.loop, headers=headers, timeout=60) as http:
+            answer(http, f"/v1/runs/{run_id}/confirmations/{question.confirmation_id}")
+
+    _, final = stream_run(stack.loop, {"input": request}, headers, over_http)
     return final
 
 
@@ -118,7 +112,7 @@ def test_content_a_pending_confirmation_cannot_take_is_422_and_it_stays_answerab
         assert errors and all(e["loc"][:2] == ["body", "content"] for e in errors), errors
     assert [a.status_code for a in accepted] == [200], accepted
     assert accepted[0].json() == {"status": "answered", "action": "accept"}
-    assert final["answer"].startswith("已取消假單"), final
+    assert final.answer.startswith("已取消假單"), final
     assert leave_status(stack, leave_id) == "cancelled"
 
 

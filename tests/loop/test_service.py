@@ -13,7 +13,7 @@ import httpx
 import openai
 import pytest
 
-from common import sse
+from common.runs_protocol import ConfirmAction
 from tests.support import REPO_ROOT
 
 from .helpers import EMPLOYEE, MANAGER, OTHER, leave_status, post_run, stream_run, tool_steps
@@ -104,25 +104,19 @@ def test_a_session_id_first_used_by_one_user_never_collects_anothers_run(stack):
     from loop.store import RunStore
 
     session = "raced-session"
-    waiting = {"input": "取消我年度健康檢查那張假", "session_id": session, "stream": True}
-    with (
-        httpx.Client(base_url=stack.loop, headers=MANAGER, timeout=30) as http,
-        http.stream("POST", "/v1/runs", json=waiting) as response,
-    ):
-        run_id, manager_final = "", {}
-        for event in sse.events(response.iter_lines()):
-            kind, data = event.event, event.json()
-            run_id = run_id or data["id"]
-            if kind == "confirmation.requested":
-                other = post_run(stack, {"input": "我的假期餘額還有多少？", "session_id": session})
-                assert other.json()["status"] == "completed"
-                http.post(
-                    f"/v1/runs/{run_id}/confirmations/{data['confirmation_id']}",
-                    json={"action": "decline"},
-                )
-            if kind == "run.finished":
-                manager_final = data
-    employee_final = other.json()
+    others: list[httpx.Response] = []
+
+    def meanwhile(_run_id: str, _question: object) -> ConfirmAction:
+        """While the manager's run waits, the employee's run in the session finishes."""
+        others.append(post_run(stack, {"input": "我的假期餘額還有多少？", "session_id": session}))
+        assert others[-1].json()["status"] == "completed"
+        return "decline"
+
+    waiting = {"input": "取消我年度健康檢查那張假", "session_id": session}
+    # the answer may come after the stack's 1.5 s confirmation timeout: the run ends either way
+    _, manager_run = stream_run(stack.loop, waiting, MANAGER, meanwhile, tolerate_gone=True)
+    manager_final = manager_run.model_dump(mode="json")
+    employee_final = others[0].json()
     assert manager_final["session_id"] == session  # the first user owns it
     assert employee_final["session_id"] != session
     store = RunStore(stack.store_url)
@@ -262,19 +256,18 @@ def test_cancel_endpoint_stops_a_waiting_run_and_keeps_the_transcript_valid(stac
     from loop.store import RunStore
 
     audited = confirmation_audit(stack, approved_leaves[3])
-    # find the run id from the stream, then cancel it while it waits for the human
-    with (
-        httpx.Client(base_url=stack.loop, headers=EMPLOYEE, timeout=30) as http,
-        http.stream(
-            "POST", "/v1/runs", json={"input": "取消我併發確認03號那張假", "stream": True}
-        ) as response,
-    ):
-        run_id = ""
-        for event in sse.events(response.iter_lines()):
-            run_id = run_id or event.json()["id"]
-            if event.event == "confirmation.requested":
-                cancelled = http.post(f"/v1/runs/{run_id}/cancel").json()
-                break
+    # cancel the run while it waits for the human
+    answers: list[httpx.Response] = []
+
+    def cancel_it(run_id: str, _question: object) -> None:
+        cancel = f"{stack.loop}/v1/runs/{run_id}/cancel"
+        answers.append(httpx.post(cancel, headers=EMPLOYEE, timeout=30))
+        return None  # the run's question is never answered
+
+    _, final = stream_run(stack.loop, {"input": "取消我併發確認03號那張假"}, EMPLOYEE, cancel_it)
+    run_id = final.id
+    (cancelled,) = (answer.json() for answer in answers)
+    assert final.status == "cancelled"
     assert cancelled["status"] == "cancelled"
     cancel_step = next(s for s in cancelled["steps"] if s["name"] == "cancel_approved_leave")
     # Cut off, or back with the server's answer to the "cancel" the loop sent it first.

@@ -8,13 +8,11 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import httpx
 from sqlalchemy import create_engine, text
 
-from common import sse
 from mcp_server.leaves import LeaveService
 from mcp_server.storage import Database
 from tests.support import (
@@ -26,7 +24,7 @@ from tests.support import (
     wait_until,
 )
 
-from .helpers import EMPLOYEE
+from .helpers import EMPLOYEE, StreamedRun, stream_until
 
 WEDDING = "取消我表妹婚禮那張假"
 
@@ -62,7 +60,8 @@ def test_a_working_run_is_recorded_cancelled_when_the_service_stops(tmp_path):
         base = f"http://127.0.0.1:{port}"
         settings = _settings(port, sim, mcp, store_url)
         with running(["loop"], settings, tmp_path / "loop.log", f"{base}/healthz") as loop:
-            run_id = _start_and_wait_for(base, "model.started", "查一下我的假單")
+            (started, *_) = stream_until(base, {"input": "查一下我的假單"}, "model.started")
+            run_id = started.id
             loop.stop()  # SIGTERM, as compose and Kubernetes stop a container
         log = loop.log()
     assert "did not finish" not in log, log[-2000:]
@@ -81,18 +80,19 @@ def test_a_run_waiting_for_confirmation_survives_a_restart_of_the_loop(tmp_path)
         settings = _settings(first, sim, mcp, store_url)
         with running(["loop"], settings, tmp_path / "loop-1.log", f"{base}/healthz") as loop:
             # the person's page keeps the run's event stream open while the loop stops
-            follower = StreamFollower(base, WEDDING)
-            assert follower.asked.wait(30), follower.events
+            follower = StreamedRun(base, {"input": WEDDING}).in_background()
+            assert follower.wait_for("confirmation.requested", 30), follower.events
             with httpx.Client(base_url=base, headers=EMPLOYEE) as http:
                 asked = http.get(f"/v1/runs/{follower.run_id}").json()["confirmations"]
             loop.stop()
-            follower.thread.join(10)
+            follower.join(10)
         # Before, the open stream held the loop in "Waiting for connections to close" until
         # it was killed (its lease kept, so no loop could take the run over for 30 s).
         assert loop.process.returncode != -signal.SIGKILL, loop.log()[-2000:]
         assert "Application shutdown complete" in loop.log()
         assert "did not finish" not in loop.log()
-        assert not follower.thread.is_alive() and follower.events[-1][0] != "run.finished"
+        # the stream ended (cut off, or ended early), never with run.finished
+        assert follower.over and follower.final is None, (follower.events, follower.error)
         run_id = follower.run_id
         status, _, suspended = _row(store_url, run_id)
         assert status == "running" and suspended is not None  # left to be taken over
@@ -131,34 +131,6 @@ def test_a_run_waiting_for_confirmation_survives_a_restart_of_the_loop(tmp_path)
     assert _row(store_url, run_id)[2] is None  # nothing left to resume
 
 
-class StreamFollower:
-    """A client that starts a streamed run and follows its events on a thread until the
-    stream ends."""
-
-    def __init__(self, base: str, user_input: str) -> None:
-        self.events: list[tuple[str, dict]] = []
-        self.run_id = ""
-        self.asked = threading.Event()
-        self.thread = threading.Thread(target=self._follow, args=(base, user_input))
-        self.thread.start()
-
-    def _follow(self, base: str, user_input: str) -> None:
-        body = {"input": user_input, "stream": True}
-        with (
-            httpx.Client(base_url=base, headers=EMPLOYEE, timeout=60) as http,
-            http.stream("POST", "/v1/runs", json=body) as response,
-        ):
-            try:
-                for event in sse.events(response.iter_lines()):
-                    self.events.append((event.event, event.json()))
-                    if event.event == "run.started":
-                        self.run_id = event.json()["id"]
-                    if event.event == "confirmation.requested":
-                        self.asked.set()
-            except httpx.HTTPError as error:  # a stream cut off: recorded as its last event
-                self.events.append(("cut off", {"error": repr(error)}))
-
-
 def _wedding_status(workdir: Path) -> str:
     (db,) = workdir.glob("leave-*.db")
     database = Database(f"sqlite:///{db}")
@@ -167,21 +139,6 @@ def _wedding_status(workdir: Path) -> str:
         return leave.status
     finally:
         database.dispose()
-
-
-def _start_and_wait_for(base: str, event_kind: str, user_input: str) -> str:
-    """Start a streamed run and return its id once `event_kind` arrives."""
-    run_id = ""
-    with (
-        httpx.Client(base_url=base, headers=EMPLOYEE, timeout=60) as http,
-        http.stream("POST", "/v1/runs", json={"input": user_input, "stream": True}) as response,
-    ):
-        for event in sse.events(response.iter_lines()):
-            if event.event == "run.started":
-                run_id = event.json()["id"]
-            if event.event == event_kind:
-                return run_id
-    raise AssertionError(f"the run finished without {event_kind}")
 
 
 def test_the_terminal_client_follows_its_run_across_a_restart_of_the_loop(tmp_path):

@@ -2,10 +2,11 @@
 with SIGKILL and started again (as a restart policy would), and afterwards every run is held to
 what the database says.
 
-The load comes from the load tooling's own streaming client (`loadtest.client`), with a run id
-chosen by the client, so a run whose stream died with the loop is still found afterwards. Every
-run works on a leave of its own (a draft to submit, or an approved leave to cancel, the person
-accepting or declining), so each write is attributable to one run:
+The load comes from the load tooling's own client (`loadtest.client.TimedRunClient`: the runs
+API's one conversation on the load test's timed streams), with a run id chosen by the client,
+so a run whose stream died with the loop is still found afterwards. Every run works on a leave
+of its own (a draft to submit, or an approved leave to cancel, the person accepting or
+declining), so each write is attributable to one run:
 
 - nothing hangs: every run ends, and no stored run is left "running";
 - a true status: a write the database applied is in its run's record as done or as of
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import datetime as dt
 import http.client
-import json
 import threading
 import time
 from collections import Counter
@@ -35,7 +35,9 @@ import pytest
 from sqlalchemy import select
 
 from common.contract import StepOutcome, step_failed
-from loadtest.client import HttpError, StreamingClient
+from common.run_conversation import RunRefused, StreamEnded, always
+from common.runs_protocol import RunFinished
+from loadtest.client import StreamingClient, TimedRunClient
 from mcp_server.storage import AuditEntry, Balance, Database, Leave
 from ops.services import ServiceProcess, free_port, http_ok, seed_database, wait_until
 
@@ -56,7 +58,7 @@ class Task:
     reason: str
     run_id: str
     events: list[str] = field(default_factory=list)
-    final: dict[str, Any] | None = None
+    final: RunFinished | None = None
     note: str = ""
 
     @property
@@ -182,25 +184,20 @@ class Driver:
             control.close()
 
     def run(self, task: Task, stream: StreamingClient, control: StreamingClient) -> None:
-        body = {"input": task.text, "stream": True, "run_id": task.run_id}
+        client = TimedRunClient(stream, control)
         for attempt in range(5):
             try:
-                _, events = stream.stream("/v1/runs", body)
-                for event in events:
-                    task.events.append(event.event)
-                    data = json.loads(event.data)
-                    if event.event == "confirmation.requested":
-                        control.request_json(
-                            "POST",
-                            f"/v1/runs/{task.run_id}/confirmations/{data['confirmation_id']}",
-                            {"action": task.answer},
-                        )
-                    elif event.event == "run.finished":
-                        task.final = data
-                if task.final is not None:
-                    return
+                _, task.final = client.run(
+                    task.text,
+                    answer=always(task.answer),
+                    on_event=lambda event, _at: task.events.append(event.event),
+                    run_id=task.run_id,
+                )
+                return
+            except StreamEnded:
                 task.note += f"[stream ended early, attempt {attempt}]"
-            except (OSError, HttpError, http.client.HTTPException) as error:
+            except (OSError, RunRefused, http.client.HTTPException) as error:
+                # RunRefused: the run, or an answer to its question (ReplyRefused), refused
                 task.note += f"[{type(error).__name__}, attempt {attempt}]"
             stream.close()
             control.close()
@@ -345,7 +342,7 @@ def test_every_run_ends_true_while_each_service_is_killed_under_load(stack):
     after = Driver(loop_url, fresh, loop_ready)
     after.work()
     assert not after.errors, after.errors
-    assert [t.final and t.final["status"] for t in fresh] == ["completed"] * 3, fresh
+    assert [t.final and t.final.status for t in fresh] == ["completed"] * 3, fresh
 
     outcomes = Counter(
         (r["status"], (r.get("reason") or "").split(":")[0]) for r in records.values()

@@ -6,7 +6,6 @@ the dead one's lease lapses."""
 from __future__ import annotations
 
 import secrets
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, text
 
-from common import sse
+from tests.loop.helpers import StreamedRun, answer_when_shown
 from tests.support import (
     ServiceProcess,
     free_port,
@@ -53,34 +52,12 @@ def status(store: str, run_id: str) -> tuple[str, str | None]:
     return row[0], row[1]
 
 
-def start_waiting_run(
-    loop: str, until: str = "confirmation.requested"
-) -> tuple[str, str, threading.Thread]:
-    """A streamed run followed until the event `until` (by default its confirmation, where it
-    waits): (run id, confirmation id or "", its reader)."""
-    found: dict[str, str] = {}
-    reached = threading.Event()
-
-    def read() -> None:
-        try:
-            with httpx.stream("POST", f"{loop}/v1/runs", headers=EMPLOYEE, timeout=120,
-                              json={"input": CANCEL, "stream": True}) as response:  # fmt: skip
-                for event in sse.events(response.iter_lines()):
-                    if event.event == "run.started":
-                        found["run"] = event.json()["id"]
-                    elif event.event == "confirmation.requested":
-                        found["confirmation"] = event.json()["confirmation_id"]
-                    if event.event == until:
-                        found["reached"] = until
-                        reached.set()
-        except httpx.HTTPError:
-            pass  # the loop was killed under it
-        reached.set()
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    assert reached.wait(60) and "reached" in found, found
-    return found["run"], found.get("confirmation", ""), reader
+def start_waiting_run(loop: str, until: str = "confirmation.requested") -> StreamedRun:
+    """A streamed run, read on a thread to the end of its stream, once it has reached the
+    event `until` (by default its confirmation, where it waits)."""
+    streamed = StreamedRun(loop, {"input": CANCEL}, EMPLOYEE, timeout=120).in_background()
+    assert streamed.wait_for(until, 60), (streamed.events, streamed.error)
+    return streamed
 
 
 def killed_with_a_run(
@@ -91,7 +68,7 @@ def killed_with_a_run(
     base = f"http://127.0.0.1:{env['LOOP_PORT']}"
     loop = ServiceProcess(["loop"], env, workdir / f"loop-{secrets.token_hex(3)}.log")
     loop.wait_ready(f"{base}/healthz")
-    run_id, _, _ = start_waiting_run(base, until)
+    run_id = start_waiting_run(base, until).run_id
     loop.process.kill()
     loop.process.wait()
     loop.stop()
@@ -104,38 +81,15 @@ def loop_env(model: str, mcp: str, store: str, instance_id: str) -> dict[str, st
             "LOOP_LEASE_SECONDS": "20"}  # fmt: skip
 
 
-def answer_when_shown(loop: str, run_id: str, timeout: float) -> dict:
-    """Wait until `loop` shows the run's confirmation, decline it, and wait for the run's end."""
-    with httpx.Client(base_url=loop, headers=EMPLOYEE, timeout=30) as http:
-        seen: list[dict] = []
-
-        def shown(done: bool = False) -> bool:
-            seen.append(http.get(f"/v1/runs/{run_id}").json())
-            return seen[-1]["status"] != "running" if done else bool(seen[-1]["confirmations"])
-
-        wait_until(shown, timeout=timeout, what=f"{loop} to take over {run_id}")
-        (question,) = seen[-1]["confirmations"]
-        answered = http.post(
-            f"/v1/runs/{run_id}/confirmations/{question['confirmation_id']}",
-            json={"action": "decline"},
-        )
-        assert answered.status_code == 200, answered.text
-        wait_until(lambda: shown(done=True), timeout=60, what=f"{run_id} to finish")
-    return seen[-1]
-
-
 def test_a_second_loop_leaves_the_first_ones_waiting_run_alone(shared):
     workdir, model, mcp, store = shared
     with loop_service(workdir, model, mcp, store, instance_id="loop-a") as (first, _):
-        run_id, confirmation, reader = start_waiting_run(first)
+        waiting = start_waiting_run(first)
+        run_id = waiting.run_id
         with loop_service(workdir, model, mcp, store, instance_id="loop-b"):
             assert status(store, run_id) == ("running", None)  # loop-b started: still running
-            answered = httpx.post(
-                f"{first}/v1/runs/{run_id}/confirmations/{confirmation}",
-                json={"action": "decline"}, headers=EMPLOYEE, timeout=30,
-            )  # fmt: skip
-            assert answered.status_code == 200, answered.text
-            reader.join(60)
+            answer_when_shown(first, run_id, "decline", within=5)  # and loop-a takes the answer
+            waiting.join(60)
         assert status(store, run_id)[0] == "completed"
 
 
@@ -167,13 +121,13 @@ def test_a_crashed_loops_waiting_run_is_taken_over_by_it_restarted_or_by_another
     # it comes back under the same identity: it takes its waiting run over as it starts
     waiting = killed_with_a_run(workdir, env)
     with loop_service(workdir, model, mcp, store, instance_id="loop-e") as (loop, _):
-        final = answer_when_shown(loop, waiting, timeout=5)
-    assert final["status"] == "completed" and "維持已核准" in final["answer"], final
+        _, final = answer_when_shown(loop, waiting, "decline", within=5)
+    assert final.status == "completed" and "維持已核准" in (final.answer or ""), final
     # it does not come back: another loop takes the run over once its lease has lapsed
     gone = killed_with_a_run(workdir, env)
     with loop_service(workdir, model, mcp, store, instance_id="loop-f",
                       lease_seconds="20") as (loop, _):  # fmt: skip
         held = httpx.get(f"{loop}/v1/runs/{gone}", headers=EMPLOYEE, timeout=10).json()
         assert held["status"] == "running" and not held["confirmations"]  # loop-e's still
-        final = answer_when_shown(loop, gone, timeout=60)
-    assert final["status"] == "completed", final
+        _, final = answer_when_shown(loop, gone, "decline", within=60)
+    assert final.status == "completed", final
