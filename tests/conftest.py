@@ -39,7 +39,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     if forkserver.enabled() and not xdist_controller:
         forkserver.start_server()
-        services.module_launcher = forkserver.start
+        services.module_launcher = forkserver.launch
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
