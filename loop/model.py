@@ -74,6 +74,13 @@ class OpenAIChatModel:
         self.on_retry = on_retry or (lambda _reason: None)
         self._context_window: int | None = None
 
+    def limited(self, max_tokens: int) -> OpenAIChatModel:
+        """The same client, writing at most `max_tokens` per call."""
+        twin = object.__new__(OpenAIChatModel)
+        twin.__dict__.update(self.__dict__)
+        twin.max_tokens = max_tokens
+        return twin
+
     def streaming(self) -> OpenAIChatModel:
         """The same client, asking for streamed replies (for runs that stream to a user)."""
         twin = object.__new__(OpenAIChatModel)
