@@ -109,7 +109,7 @@ def question_text(run_id: str, pending: PendingConfirmation, timeout: float) -> 
 
 
 def duration(seconds: float) -> str:
-    if seconds < 120:
+    if seconds < 90:
         return f"{seconds:.0f} 秒"
     return f"{seconds / 60:.0f} 分鐘"
 
