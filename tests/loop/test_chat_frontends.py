@@ -74,7 +74,10 @@ HOUSEKEEPING = {
     "history.\n### Chat History:\n<chat_history>\nUSER: 查假單\n</chat_history>",
 }
 # The approved leaves of E001 the tests cancel, one each (the seed's own wedding leave too).
-REASONS = ("堂哥婚禮", "逾時確認", "重複回覆", "換人回覆", "登入失效", "沒看到問題", "串流中斷")
+REASONS = (
+    *("堂哥婚禮", "逾時確認", "重複回覆", "換人回覆", "登入失效", "沒看到問題", "串流中斷"),
+    "重啟確認",
+)
 STREAM_CUT_DRAFT = "LV-fd0001"  # a draft of E001 the model whose stream stops tries to submit
 
 
@@ -530,6 +533,38 @@ def test_a_token_revoked_mid_conversation_changes_nothing(services):
     with pytest.raises(openai.AuthenticationError):
         say(services, history, token=token)
     assert leave(services, leave_id)[0] == "approved"
+
+
+def test_a_question_outlives_a_loop_restart(services, new_database_url):
+    """The loop stops while the question waits; the loop that starts next on the same store
+    takes the run over, and the person's answer in the conversation goes on with it."""
+    store = new_database_url(services.workdir, "restarted-loop")
+    chat = {"X-OpenWebUI-Chat-Id": "owui-chat-restart"}
+    asked_for = [{"role": "user", "content": "取消我重啟確認那張假"}]
+    answers = []
+    for message in (None, "確認"):
+        with loop_service(
+            services.workdir,
+            services.model,
+            f"{services.mcp}/mcp",
+            store,
+            confirmation_timeout_seconds="60",
+            instance_id="facade-restart",  # its own runs: taken over at once, no lease to wait
+        ) as (loop, _):
+            front_end = openai.OpenAI(base_url=f"{loop}/v1", api_key=EMPLOYEE_TOKEN, max_retries=0)
+            if message is not None:
+                asked_for += [
+                    {"role": "assistant", "content": answers[-1]},
+                    {"role": "user", "content": message},
+                ]
+            stream = front_end.chat.completions.create(
+                model=AGENT, messages=asked_for, stream=True, extra_headers=chat, **FRONT_END
+            )
+            answers.append("".join(c.choices[0].delta.content or "" for c in stream if c.choices))
+    [leave_id] = LEAVE_ID.findall(answers[0])
+    assert is_question(answers[0], leave_id)
+    assert answers[1] == f"已取消假單 {leave_id}，1 天已退回假期額度。"
+    assert leave(services, leave_id) == ("cancelled", [("accepted", "applied")])
 
 
 # --- housekeeping -----------------------------------------------------------------------------
