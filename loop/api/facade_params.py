@@ -106,8 +106,9 @@ def task_max_tokens(values: dict[str, Any], settings: LoopSettings) -> tuple[int
 
 
 def warning_headers(notes: dict[str, str]) -> dict[str, str]:
-    """RFC 9111's `Warning: 299 - "…"` (a persistent warning), one per reason, naming the
-    parameters; and the names alone in `X-Leave-Ignored-Parameters`, for scripts."""
+    """`Warning: 299 - "…"` (RFC 7234's persistent warning), one per reason, naming the
+    parameters; RFC 9111 has since retired the header, so the names alone also go in
+    `X-Leave-Ignored-Parameters`, for scripts."""
     if not notes:
         return {}
     by_reason: dict[str, list[str]] = {}
