@@ -21,8 +21,9 @@ import logging
 import os
 import random
 import time
+import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -34,7 +35,7 @@ from loadtest.client import ChatSample, RunSample, StreamingClient, timed_chat, 
 from loadtest.leaves import Leave, OwnLeaves, SetupError
 from loadtest.mcp import McpClient, McpError, ToolRefused
 from loadtest.results import STEPS_FILE, RawLog, step_missed_slo
-from loadtest.scenarios import AGENT_MIX, FACADE_MIX, facade_messages
+from loadtest.scenarios import AGENT_MIX, FACADE_MIX, SAID, Scenario, facade_messages
 from loadtest.settings import LoadSettings
 
 # A worker replaces both with the master's when the test starts (see _take_the_masters).
@@ -246,12 +247,18 @@ class FacadeUser(MeasuredUser):
 
     def on_start(self) -> None:
         headers = {"Authorization": f"Bearer {SETTINGS.token}"}
-        self.client = StreamingClient(f"{SETTINGS.loop_url.rstrip('/')}/v1", headers)
+        base = f"{SETTINGS.loop_url.rstrip('/')}/v1"
+        self.client = StreamingClient(base, headers)
+        # The user's own conversation, where a cancel's question is asked and answered: its
+        # id lets the answer go without the history, as a front end that keeps none sends it.
+        conversation = {**headers, "X-Conversation-Id": f"load-{uuid.uuid4()}"}
+        self.conversation = StreamingClient(base, conversation)
         self.model = self.client.request_json("GET", "/models")["data"][0]["id"]
         self.leaves = own_leaves()
 
     def on_stop(self) -> None:
         self.client.close()
+        self.conversation.close()
         give_back(self.leaves)
 
     @task
@@ -264,16 +271,35 @@ class FacadeUser(MeasuredUser):
             self.failed(scenario.name, start, RuntimeError(f"setup: {error}"))
             return
         messages = facade_messages(scenario, leave)
-        self.measure(scenario.name, lambda: self._chat(messages), facade_figures)
+        self.measure(scenario.name, lambda: self._chat(messages, scenario), facade_figures)
         put_away(self.leaves, leave, scenario.needs)
 
-    def _chat(self, messages: list[dict[str, Any]]) -> ChatSample:
-        s = timed_chat(self.client, {"model": self.model, "messages": messages})
-        # the facade ends a run that did not complete (failed, cancelled, turn limit) with
-        # finish_reason "length" and the status as its text: not an answer
-        if s.finish_reason != "stop":
-            raise RuntimeError(f"run did not complete (finish_reason {s.finish_reason})")
-        return s
+    def _chat(self, messages: list[dict[str, Any]], scenario: Scenario) -> ChatSample:
+        if scenario.answer is None:
+            return _completed(timed_chat(self.client, {"model": self.model, "messages": messages}))
+        # a cancel: the question, then the answer to it; one run across two completions, timed
+        # as one (its first token is the question's, its time the two completions')
+        asked = _completed(
+            timed_chat(self.conversation, {"model": self.model, "messages": messages})
+        )
+        answer = [{"role": "user", "content": SAID[scenario.answer]}]
+        done = _completed(timed_chat(self.conversation, {"model": self.model, "messages": answer}))
+        return replace(
+            done,
+            ttft_ms=asked.ttft_ms,
+            itl_ms=[*asked.itl_ms, *done.itl_ms],
+            e2e_ms=asked.e2e_ms + done.e2e_ms,
+            prompt_tokens=asked.prompt_tokens + done.prompt_tokens,
+            output_tokens=asked.output_tokens + done.output_tokens,
+        )
+
+
+def _completed(s: ChatSample) -> ChatSample:
+    # the facade ends a run that did not complete (failed, cancelled, turn limit) with
+    # finish_reason "length" and the status as its text: not an answer
+    if s.finish_reason != "stop":
+        raise RuntimeError(f"run did not complete (finish_reason {s.finish_reason})")
+    return s
 
 
 class LoadShape(LoadTestShape):

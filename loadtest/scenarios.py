@@ -50,10 +50,14 @@ def facade_messages(scenario: Scenario, leave: Leave) -> list[dict[str, str]]:
     ]
 
 
-# The facade declines confirmations, so there is no accepted cancel.
+# The facade asks a confirmation in the conversation: a cancel is two completions, the
+# question and then the answer, in the person's words.
 FACADE_MIX = (
     Scenario("submit", 1, "draft", SUBMIT),
     Scenario("query", 3, "kept", QUERY),
-    Scenario("cancel-decline", 1, "kept", CANCEL),
+    Scenario(CANCEL_DECLINED.name, 1, "kept", CANCEL, CANCEL_DECLINED.answer),
+    Scenario(CANCEL_ACCEPTED.name, 1, "approved", CANCEL, CANCEL_ACCEPTED.answer),
     Scenario("history-follow-up", 1, "draft", QUERY, follow_up=FOLLOW_UP),
 )
+# How a person answers the facade's question (loop/api/facade_confirm.py reads these words).
+SAID: dict[ConfirmAction, str] = {"accept": "確認", "decline": "不要", "cancel": "不要"}

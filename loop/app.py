@@ -84,6 +84,8 @@ def _lifespan(
         app.state.settings = settings
         app.state.metrics = metrics
         app.state.manager = manager
+        # a front end's housekeeping requests: the same endpoint, a budget of their own
+        app.state.task_model = model.limited(settings.task_max_tokens)
         app.state.auth_guard = AuthGuard(
             rejected,
             FailureLimiter(settings.auth_failure_limit, settings.auth_failure_window_seconds),

@@ -6,10 +6,11 @@ import asyncio
 import contextvars
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, cast
 
 import openai
+from openai._streaming import ServerSentEvent
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from opentelemetry.trace import Span
 
@@ -25,6 +26,7 @@ MAX_RETRY_AFTER_SECONDS = 30.0
 # `chat.completions.create` would first walk every message and tool schema against its
 # parameter types (a fifth to a quarter of a read run's CPU), which changes nothing here.
 CHAT_COMPLETIONS = "/chat/completions"
+STREAM_ENDED_EARLY = "the model's stream ended before its last chunk"
 # The authentication `create` asks for: the API key as a bearer token.
 BEARER: openai.RequestOptions = {"security": {"bearer_auth": True}}
 # The conversation a model call belongs to, sent with it: vLLM's router hashes this header
@@ -71,6 +73,13 @@ class OpenAIChatModel:
         self.stream = stream
         self.on_retry = on_retry or (lambda _reason: None)
         self._context_window: int | None = None
+
+    def limited(self, max_tokens: int) -> OpenAIChatModel:
+        """The same client, writing at most `max_tokens` per call."""
+        twin = object.__new__(OpenAIChatModel)
+        twin.__dict__.update(self.__dict__)
+        twin.max_tokens = max_tokens
+        return twin
 
     def streaming(self) -> OpenAIChatModel:
         """The same client, asking for streamed replies (for runs that stream to a user)."""
@@ -199,62 +208,114 @@ class OpenAIChatModel:
             cast_to=ChatCompletion,
             options=_options(),
             stream=True,
-            stream_cls=openai.AsyncStream[ChatCompletionChunk],
+            stream_cls=_ChunkStream,
         )
-        content: list[str] = []
-        held = 0  # content[held:] not yet sent: it may still turn out to be a tool call
-        plain = False
-        calls: dict[int, dict[str, Any]] = {}
-        finish_reason = "stop"
-        prompt_tokens = completion_tokens = 0
-        response_id = response_model = ""
-        async for chunk in stream:
-            response_id, response_model = chunk.id or response_id, chunk.model or response_model
-            if chunk.usage:
-                prompt_tokens = chunk.usage.prompt_tokens
-                completion_tokens = chunk.usage.completion_tokens
-            if not chunk.choices:
-                continue
-            choice = chunk.choices[0]
-            delta = choice.delta
-            if delta.content:
-                content.append(delta.content)
-                if on_text is not None and not calls:
-                    if not plain and not could_open_tool_call("".join(content)):
-                        plain = True  # the turn is text: send what was held, then stream on
-                    if plain:
-                        await on_text("".join(content[held:]))
-                        held = len(content)
-            for part in delta.tool_calls or []:
-                call = calls.setdefault(
-                    part.index,
-                    {"id": "", "type": "function", "function": {"name": "", "arguments": ""}},
-                )
-                if part.id:
-                    call["id"] = part.id
-                if part.function and part.function.name:
-                    call["function"]["name"] += part.function.name
-                if part.function and part.function.arguments:
-                    call["function"]["arguments"] += part.function.arguments
-            if choice.finish_reason:
-                finish_reason = choice.finish_reason
-        text = "".join(content)
-        if calls:
-            message: dict[str, Any] = {
-                "role": "assistant",
-                "content": content_of_tool_turn(text),
-                "tool_calls": [calls[i] for i in sorted(calls)],
-            }
-        else:
-            message = {"role": "assistant", "content": text}
-            if on_text is not None and held < len(content):
-                await on_text("".join(content[held:]))  # a text turn's held text, at its end
-        return ModelReply(
-            message, finish_reason, prompt_tokens, completion_tokens, response_id, response_model
-        )
+        turn = _StreamedTurn(on_text)
+        try:
+            async for chunk in stream:
+                await turn.add(chunk)
+        except openai.APIConnectionError as error:  # the connection broke off
+            turn.retry_or_fail(str(error))
+            raise
+        if turn.finish_reason is None and not stream.done:
+            # The body ended cleanly but neither a chunk nor [DONE] said the turn was over (a
+            # proxy or a server that gave up): what came is part of a turn, never all of it.
+            turn.retry_or_fail(STREAM_ENDED_EARLY)
+            raise openai.APIConnectionError(
+                message=STREAM_ENDED_EARLY, request=stream.response.request
+            )
+        return await turn.reply()
 
     async def close(self) -> None:
         await self.client.close()
+
+
+class _ChunkStream(openai.AsyncStream[ChatCompletionChunk]):
+    """The SDK's stream of chunks, noting whether the server ended it with [DONE] (the SDK
+    stops at it as it stops at a body that just ends)."""
+
+    done = False
+
+    async def _iter_events(self) -> AsyncIterator[ServerSentEvent]:
+        async for event in super()._iter_events():
+            self.done = self.done or event.data.startswith("[DONE]")
+            yield event
+
+
+class _StreamedTurn:
+    """A streamed model turn as its chunks arrive: the text (sent on to `on_text` as soon as
+    it cannot be the start of a tool call written as text), the tool calls, the usage."""
+
+    def __init__(self, on_text: Callable[[str], Awaitable[None]] | None) -> None:
+        self.on_text = on_text
+        self.content: list[str] = []
+        self.held = 0  # content[held:] not yet sent: it may still turn out to be a tool call
+        self.plain = False
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.finish_reason: str | None = None
+        self.prompt_tokens = self.completion_tokens = 0
+        self.response_id = self.response_model = ""
+
+    async def add(self, chunk: ChatCompletionChunk) -> None:
+        self.response_id = chunk.id or self.response_id
+        self.response_model = chunk.model or self.response_model
+        if chunk.usage:
+            self.prompt_tokens = chunk.usage.prompt_tokens
+            self.completion_tokens = chunk.usage.completion_tokens
+        if not chunk.choices:
+            return
+        choice = chunk.choices[0]
+        delta = choice.delta
+        if delta.content:
+            self.content.append(delta.content)
+            if self.on_text is not None and not self.calls:
+                if not self.plain and not could_open_tool_call("".join(self.content)):
+                    self.plain = True  # the turn is text: send what was held, then stream on
+                if self.plain:
+                    await self.on_text("".join(self.content[self.held :]))
+                    self.held = len(self.content)
+        for part in delta.tool_calls or []:
+            call = self.calls.setdefault(
+                part.index,
+                {"id": "", "type": "function", "function": {"name": "", "arguments": ""}},
+            )
+            if part.id:
+                call["id"] = part.id
+            if part.function and part.function.name:
+                call["function"]["name"] += part.function.name
+            if part.function and part.function.arguments:
+                call["function"]["arguments"] += part.function.arguments
+        if choice.finish_reason:
+            self.finish_reason = choice.finish_reason
+
+    def retry_or_fail(self, why: str) -> None:
+        """For a stream that stopped midway: nothing of it is kept either way (no half turn is
+        ever acted on). While none of its text has been sent on, the caller raises a connection
+        error, which is retried; once some has, a retry would send it twice, so the model call
+        fails here (the run ends failed, saying why)."""
+        if self.held:
+            raise ModelError(f"the model's stream stopped midway through its answer: {why}")
+
+    async def reply(self) -> ModelReply:
+        text = "".join(self.content)
+        if self.calls:
+            message: dict[str, Any] = {
+                "role": "assistant",
+                "content": content_of_tool_turn(text),
+                "tool_calls": [self.calls[i] for i in sorted(self.calls)],
+            }
+        else:
+            message = {"role": "assistant", "content": text}
+            if self.on_text is not None and self.held < len(self.content):
+                await self.on_text("".join(self.content[self.held :]))  # a text turn's held text
+        return ModelReply(
+            message,
+            self.finish_reason or "stop",
+            self.prompt_tokens,
+            self.completion_tokens,
+            self.response_id,
+            self.response_model,
+        )
 
 
 def _retry_reason(error: Exception) -> str:

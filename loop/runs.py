@@ -121,6 +121,7 @@ class ActiveRun:
     remember: bool = True  # append this run to its session's history
     cancelling: bool = False  # cancelled while a confirmation was open: stop after its call
     streamed: bool = False  # its events go to the client; a run answered whole has no reader
+    read_by_facade: bool = False  # a facade completion reads its events now (one at a time)
     new_session: bool = False  # a session id made for it, which nobody else can know yet
     stored: bool = False  # its record exists: GET /v1/runs/{id} can find it
     task: asyncio.Task[Run] | None = None
@@ -315,9 +316,12 @@ class RunManager:
         stream: bool,
         history: list[dict[str, Any]] | None = None,
         run_id: str | None = None,
+        events: bool = False,
     ) -> ActiveRun:
         """Start a run; with `run_id` (the client's own) raises RunIdInUse when that id is
-        taken, so a retry never starts a second run."""
+        taken, so a retry never starts a second run. Its events are queued for a reader when it
+        streams, or with `events` (the facade reads them to find a confirmation's question,
+        whether or not its own answer streams); `stream` alone picks the streaming model."""
         if run_id is not None:
             stored = await self.store.run_exists(run_id)
             # No await from this check to the insertion below: two requests with one id
@@ -332,7 +336,7 @@ class RunManager:
             confirm=confirm,
             history=history,
             remember=history is None,
-            streamed=stream,
+            streamed=stream or events,
             new_session=session_id is None,
         )
         self.active[run.id] = run
@@ -376,9 +380,11 @@ class RunManager:
                     else:
                         history = run.context
                     run.context = history
-                    # The router keeps a session on one replica by this key; a run outside
-                    # any session (the facade's) is routed by its own id.
-                    current_session.set(run.session_id if run.remember else run.id)
+                    # The router keeps a session on one replica by this key (a facade
+                    # conversation's too); a run outside any session (a facade chat without
+                    # a conversation id) is routed by its own id.
+                    in_session = run.remember or not run.new_session
+                    current_session.set(run.session_id if in_session else run.id)
                     await run.emit(RunStarted.model_construct(id=run.id, session_id=run.session_id))
                     loop = self._streaming_loop if stream else self._loop
                     tools = RunTools(self, run, token)
@@ -433,8 +439,10 @@ class RunManager:
         user's before anything is read or written; another user's session id gets a fresh
         session instead (ownership is settled by the store, atomically, so two users racing on
         one new id cannot both have it). A session id made for this run is nobody's, and
-        nobody else can know it yet: the session is written when the run ends, with its history."""
-        claim = run.history is None and not run.new_session
+        nobody else can know it yet: the session is written when the run ends, with its history.
+        A run given its history (a facade chat in a conversation) still claims its session:
+        the conversation is its user's from then on."""
+        claim = not run.new_session
         while (stored := await self.store.begin_run(record, claim_session=claim)) is None:
             run.session_id = record.session_id = _new_session_id()
         return run.history if run.history is not None else stored

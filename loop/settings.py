@@ -145,6 +145,23 @@ class LoopSettings(BaseSettings):
     agent_model_name: str = Field(
         "leave-copilot-agent", description="Model name of the OpenAI-compatible facade."
     )
+    task_model_name: str = Field(
+        "leave-copilot-tasks",
+        description=(
+            "The facade's plain model for a chat front end's housekeeping (titles, tags, "
+            "follow-up suggestions; Open WebUI's task model): the messages go straight to "
+            "the model, without tools, the leave system or a run record."
+        ),
+    )
+    task_max_tokens: int = Field(
+        512,
+        ge=16,
+        le=8192,
+        description=(
+            "Most tokens the model writes for one housekeeping request (a smaller "
+            "`max_tokens` in the request is honoured)."
+        ),
+    )
     otlp_traces_endpoint: OptionalHttpUrl = Field(
         None,
         description=(

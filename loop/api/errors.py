@@ -39,12 +39,14 @@ ERROR_MEANINGS = {
     401: "Missing, malformed or refused bearer token.",
     404: "No such run, confirmation or model (for the caller).",
     409: "The confirmation was already answered, or the run_id is taken (by another user, or "
-    "by a run still streaming to another request).",
+    "by a run still streaming to another request); on the facade: the conversation id is "
+    "another user's, or the conversation's previous message is still being answered.",
     413: "Request body larger than LOOP_MAX_BODY_BYTES.",
     429: "Too many failed authentications from this address; see Retry-After.",
     431: "Request header fields too large.",
     503: "The leave MCP server is unavailable, or the run store could not record the run (it "
-    "did not run).",
+    "did not run); on the facade also: the model could not answer a housekeeping request, or "
+    "the confirmation answered waits on another loop instance.",
 }
 AUTH_ERRORS = (401, 429, 503)
 # The OpenAI clients' names for these statuses (as vLLM answers them), else the status's own.

@@ -1,37 +1,49 @@
-"""The OpenAI-compatible facade: a whole agent run behind one chat completion, so any OpenAI
-client (or a load generator) can call the agent as if it were a model."""
+"""The OpenAI-compatible facade: a whole agent run behind a chat completion, so that any OpenAI
+client — a chat front end such as Open WebUI or LibreChat, a bot, a load generator — can talk
+to the agent as if it were a model.
 
-import secrets
-import time
-from collections.abc import AsyncIterator
-from typing import Annotated, Any, Literal, assert_never
+What it does with each parameter is in facade_params.py; how a run's confirmation is asked and
+answered in the conversation in facade_confirm.py; a front end's housekeeping requests in
+facade_tasks.py; how a completion goes out in facade_replies.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, WithJsonSchema
-
-from common import sse
-from common.chat import InvalidContent, content_text
-from common.runs_protocol import (
-    AnswerDelta,
-    ConfirmationRequested,
-    ConfirmationResolved,
-    Detection,
-    ModelFinished,
-    ModelStarted,
-    Run,
-    RunFinished,
-    RunStarted,
-    RunStatus,
-    ToolFinished,
-    ToolStarted,
+from fastapi.responses import Response
+from mcp.types import ElicitResult
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    WithJsonSchema,
 )
 
-from ..runs import ActiveRun, RunManager, RunNotRecorded
+from common.chat import InvalidContent, content_text
+
+from ..model import OpenAIChatModel
+from ..runs import (
+    ConfirmationAlreadyAnswered,
+    RunManager,
+    UnknownConfirmation,
+    accept_content,
+)
 from ..settings import LoopSettings
-from .auth import Authenticated, manager_of
+from . import facade_confirm as confirm
+from . import facade_params as params
+from . import facade_tasks as tasks
+from .auth import Authenticated, User, manager_of
 from .bodies import UnicodeJSONRoute
 from .errors import AUTH_ERRORS, OpenAIError, errors, excerpt, openai_error
+from .facade_replies import Completion, FixedReply, Reply, RunReply, TaskReply, streamed, whole
+from .runs import MAX_INPUT_CHARS
 
 router = APIRouter(tags=["openai"], route_class=UnicodeJSONRoute)
 FACADE_PATH = "/v1/chat/completions"
@@ -61,46 +73,74 @@ class ChatMessage(BaseModel):
     content: Annotated[Any, WithJsonSchema(CONTENT_SCHEMA)] = None
 
 
+def _only(allowed: Any) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        if value != allowed:
+            raise ValueError(f"only {allowed!r}")
+        return value
+
+    return check
+
+
+def _doc(name: str) -> str:
+    parameter = params.PARAMETERS[name]
+    return parameter.accepts + ("" if parameter.why is None else f"; {parameter.why}")
+
+
+Number = Annotated[float, Field(strict=True)]
+Penalty = Annotated[float, Field(strict=True, ge=-2, le=2)]
+Share = Annotated[float, Field(strict=True, ge=0, le=1)]
+Count = Annotated[int, Field(strict=True, ge=1)]
+OnlyOne = Annotated[StrictInt, AfterValidator(_only(1)), WithJsonSchema({"const": 1})]
+OnlyZero = Annotated[StrictInt, AfterValidator(_only(0)), WithJsonSchema({"const": 0})]
+OnlyFalse = Annotated[StrictBool, AfterValidator(_only(False)), WithJsonSchema({"const": False})]
+
+
+class TextFormat(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["text"]
+
+
 class ChatRequest(BaseModel):
-    """What the facade does with a chat; any other parameter is refused with a 400 naming it,
-    rather than ignored (a caller would take its answer for one the parameter shaped)."""
+    """A chat completion request. The parameters chat front ends send are taken (each one's
+    description says what happens to it); any other is refused with a 400 naming it."""
 
     model_config = ConfigDict(extra="forbid")
 
     model: str
     messages: list[ChatMessage] = Field(min_length=1)
     stream: StrictBool = False
-    stream_options: dict[str, Any] | None = None
-    n: Literal[1] = Field(1, description="One run gives one answer.")
-    user: str | None = Field(None, description="Accepted; the bearer token says who calls.")
-
-
-# Why the facade does not take these OpenAI parameters (others are simply not supported).
-OWN_TOOLS = "the agent calls the leave MCP server's tools; a request cannot bring its own"
-OPERATOR_SETTINGS = (
-    "the agent's model calls use the loop's own settings (LOOP_TEMPERATURE, LOOP_MAX_TOKENS)"
-)
-UNSUPPORTED = {
-    "tools": OWN_TOOLS,
-    "tool_choice": OWN_TOOLS,
-    "parallel_tool_calls": OWN_TOOLS,
-    "functions": OWN_TOOLS,
-    "function_call": OWN_TOOLS,
-    **dict.fromkeys(
-        (
-            "temperature",
-            "top_p",
-            "max_tokens",
-            "max_completion_tokens",
-            "seed",
-            "stop",
-            "presence_penalty",
-            "frequency_penalty",
-            "logit_bias",
-        ),
-        OPERATOR_SETTINGS,
-    ),
-}
+    stream_options: dict[str, Any] | None = Field(None, description=_doc("stream_options"))
+    n: OnlyOne | None = Field(None, description=_doc("n"))
+    user: StrictStr | None = Field(None, description=_doc("user"))
+    metadata: dict[str, Any] | None = Field(None, description=_doc("metadata"))
+    temperature: Annotated[float, Field(strict=True, ge=0, le=2)] | None = Field(
+        None, description=_doc("temperature")
+    )
+    top_p: Share | None = Field(None, description=_doc("top_p"))
+    top_k: StrictInt | None = Field(None, description=_doc("top_k"))
+    min_p: Share | None = Field(None, description=_doc("min_p"))
+    repetition_penalty: Annotated[float, Field(strict=True, gt=0)] | None = Field(
+        None, description=_doc("repetition_penalty")
+    )
+    presence_penalty: Penalty | None = Field(None, description=_doc("presence_penalty"))
+    frequency_penalty: Penalty | None = Field(None, description=_doc("frequency_penalty"))
+    seed: StrictInt | None = Field(None, description=_doc("seed"))
+    logit_bias: dict[str, Number] | None = Field(None, description=_doc("logit_bias"))
+    max_tokens: Count | None = Field(None, description=_doc("max_tokens"))
+    max_completion_tokens: Count | None = Field(None, description=_doc("max_completion_tokens"))
+    stop: StrictStr | Annotated[list[StrictStr], Field(max_length=4)] | None = Field(
+        None, description=_doc("stop") + "; the answer ends before the first stop string"
+    )
+    logprobs: OnlyFalse | None = Field(None, description=_doc("logprobs"))
+    top_logprobs: OnlyZero | None = Field(None, description=_doc("top_logprobs"))
+    response_format: TextFormat | None = Field(None, description=_doc("response_format"))
+    tools: list[Any] | None = Field(None, description=_doc("tools"))
+    functions: list[Any] | None = Field(None, description=_doc("functions"))
+    tool_choice: Any = Field(None, description=_doc("tool_choice"))
+    function_call: Any = Field(None, description=_doc("function_call"))
+    parallel_tool_calls: StrictBool | None = Field(None, description=_doc("parallel_tool_calls"))
+    reasoning_effort: StrictStr | None = Field(None, description=_doc("reasoning_effort"))
 
 
 class BadChat(ValueError):
@@ -113,10 +153,12 @@ class BadChat(ValueError):
 
 @router.get("/v1/models", responses=errors(413, 431, model=OpenAIError))
 async def models(request: Request) -> dict[str, Any]:
+    """The agent, and the plain model for a front end's housekeeping (its task model)."""
     settings: LoopSettings = request.app.state.settings
+    names = (settings.agent_model_name, settings.task_model_name)
     return {
         "object": "list",
-        "data": [{"id": settings.agent_model_name, "object": "model", "owned_by": "leave-copilot"}],
+        "data": [{"id": name, "object": "model", "owned_by": "leave-copilot"} for name in names],
     }
 
 
@@ -127,69 +169,204 @@ async def models(request: Request) -> dict[str, Any]:
             "description": "A chat.completion, or chat.completion.chunk events when streaming.",
             "content": {"application/json": {}, "text/event-stream": {}},
         },
-        **errors(400, 404, 413, 431, *AUTH_ERRORS, model=OpenAIError),
+        **errors(400, 404, 409, 413, 431, *AUTH_ERRORS, model=OpenAIError),
     },
 )
 async def chat_completions(body: ChatRequest, user: Authenticated, request: Request) -> Response:
-    """OpenAI-compatible facade: the whole agent run behind one chat completion. The last
-    user message is the request; earlier user/assistant messages are its history.
-    Confirmations are declined (a non-interactive caller never confirms by accident)."""
+    """OpenAI-compatible facade. To the agent's model: the last user message is the request,
+    the earlier user and assistant messages its history, and the whole agent run is the
+    completion — or, when the run needs a person's confirmation, the question, which the
+    person's next message in the conversation answers (the conversation is known by an
+    `X-Conversation-Id` or `X-OpenWebUI-Chat-Id` header, else by the history). To the task
+    model: the messages straight to the model, without tools or a run (a front end's titles,
+    tags and follow-up suggestions)."""
     settings: LoopSettings = request.app.state.settings
-    if body.model != settings.agent_model_name:
+    if body.model not in (settings.agent_model_name, settings.task_model_name):
         return openai_error(404, f"The model `{excerpt(body.model)}` does not exist.", "model")
     try:
-        user_input, history = split_chat(body.messages)
+        messages = chat_messages(body.messages)
+        conversation = confirm.conversation_id(request.headers)
+    except BadChat as error:
+        return openai_error(400, str(error), error.param)
+    except confirm.BadConversationId as error:
+        message = f"{error.header}: a conversation id is visible ASCII, at most 200 characters"
+        return openai_error(400, message, error.header)
+    include_usage = bool((body.stream_options or {}).get("include_usage"))
+    completion = Completion(body.model, stop=body.stop, include_usage=include_usage)
+    session = None if conversation is None else confirm.session_of(conversation[1])
+    if body.model == settings.task_model_name or _housekeeping(messages):
+        reply = _task(request, body, messages, completion, session)
+        return streamed(completion, reply) if body.stream else await whole(completion, reply)
+    completion.headers = params.warning_headers(params.ignored(body.model_dump(), settings))
+    try:
+        user_input, history = split_chat(messages)
     except BadChat as error:
         return openai_error(400, str(error), error.param)
     manager = manager_of(request)
-    run = await manager.start(
-        user.token,
-        user_input,
-        session_id=None,
-        confirm="decline",
-        stream=body.stream,
-        history=history,
-    )
-    completion_id = f"chatcmpl-{secrets.token_hex(8)}"
-    if not body.stream:
-        try:
-            final = await run.outcome()
-        except RunNotRecorded:
-            return openai_error(503, RunNotRecorded.message, None)
-        return JSONResponse(_completion(completion_id, settings.agent_model_name, final))
-    include_usage = bool((body.stream_options or {}).get("include_usage"))
-    return StreamingResponse(
-        _chat_stream(manager, run, completion_id, settings.agent_model_name, include_usage),
-        media_type="text/event-stream",
-    )
+    if conversation is not None and session is not None:
+        owner = await manager.store.session_owner(session)
+        if owner is not None and owner != user.key:
+            message = f"{conversation[0]}: this conversation is another user's; start a new one"
+            return openai_error(409, message, conversation[0])
+    try:
+        reply = await _converse(manager, user, user_input, history, session, body.stream, settings)
+    except confirm.StillRunning as error:
+        refused = openai_error(error.status, str(error), "messages")
+        if error.status == 503:  # another request may reach the loop that holds the run
+            refused.headers["Retry-After"] = "1"
+        return refused
+    return streamed(completion, reply) if body.stream else await whole(completion, reply)
 
 
 def facade_refusal(error: dict[str, Any]) -> tuple[str, str | None]:
     """(message, param) of the 400 for a request's first validation error."""
     if error["type"] == "json_invalid":
         return f"the body is not valid JSON: {error.get('ctx', {}).get('error', '')}", None
-    param = _param(error["loc"][1:])
-    if param == "n":
-        return "n: only n=1 is supported: one run gives one choice", param
+    loc = error["loc"][1:]
     if error["type"] == "extra_forbidden":
-        reason = UNSUPPORTED.get(param)
-        return f"{param}: not supported by this facade" + (f" ({reason})" if reason else ""), param
+        param = _param(loc)
+        return f"{param}: not supported by this facade", param
+    if loc and loc[0] in params.PARAMETERS:  # a union's errors name its members: say it plainly
+        return f"{loc[0]}: must be {params.PARAMETERS[str(loc[0])].accepts}", str(loc[0])
+    param = _param(loc)
     return f"{param}: {error['msg']}", param
 
 
-def split_chat(messages: list[ChatMessage]) -> tuple[str, list[dict[str, Any]]]:
-    """(the request, its history) from an OpenAI transcript; raises BadChat."""
+def chat_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
+    """The chat as role and text; raises BadChat naming a content that is not text."""
     texts = []
     for i, message in enumerate(messages):
         try:
-            text = content_text(message.content)
+            texts.append({"role": message.role, "content": content_text(message.content)})
         except InvalidContent as error:
             raise BadChat(f"messages[{i}].{error}", f"messages[{i}].content") from None
-        if message.role in ("user", "assistant") and text:
-            texts.append({"role": message.role, "content": text})
-    if not texts or texts[-1]["role"] != "user" or messages[-1].role != "user":
+    return texts
+
+
+def split_chat(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+    """(the request, its history) from an OpenAI transcript; raises BadChat. The history
+    keeps the user and assistant text."""
+    last = len(messages) - 1
+    if messages[last]["role"] != "user" or not messages[last]["content"]:
         raise BadChat("the last message must be a user message with text", "messages")
-    return texts[-1]["content"], texts[:-1]
+    request = messages[last]["content"]
+    if len(request) > MAX_INPUT_CHARS:
+        raise BadChat(
+            f"messages[{last}].content: a request to the agent is at most {MAX_INPUT_CHARS} "
+            f"characters (this one has {len(request)})",
+            f"messages[{last}].content",
+        )
+    history = [
+        {"role": m["role"], "content": m["content"]}
+        for m in messages[:last]
+        if m["role"] in ("user", "assistant") and m["content"]
+    ]
+    return request, history
+
+
+def _housekeeping(messages: list[dict[str, Any]]) -> bool:
+    """A front end's task prompt sent to the agent's own model id."""
+    if tasks.picks_front_end_tools(messages):
+        return True
+    users = [m["content"] for m in messages if m["role"] == "user"]
+    return bool(users) and tasks.is_front_end_task(users[-1])
+
+
+def _task(
+    request: Request,
+    body: ChatRequest,
+    messages: list[dict[str, Any]],
+    completion: Completion,
+    session: str | None,
+) -> Reply:
+    """A housekeeping request: answered by the model alone (or, for picking among the front
+    end's own tools, with none of them, without asking it)."""
+    settings: LoopSettings = request.app.state.settings
+    values = body.model_dump()
+    notes = params.ignored(values, settings)
+    notes.pop("max_tokens", None)  # mapped, below
+    notes.pop("max_completion_tokens", None)
+    max_tokens, lowered = params.task_max_tokens(values, settings)
+    if lowered:
+        notes["max_tokens"] = f"{params.TASK_LENGTH} ({settings.task_max_tokens})"
+    completion.headers = params.warning_headers(notes)
+    if tasks.picks_front_end_tools(messages):
+        return FixedReply(tasks.NO_TOOL_CALLS)
+    model: OpenAIChatModel = request.app.state.task_model
+    model = model.limited(max_tokens)
+    if body.stream:
+        model = model.streaming()
+    return TaskReply(model, tasks.model_messages(messages), session)
+
+
+async def _converse(
+    manager: RunManager,
+    user: User,
+    request: str,
+    history: list[dict[str, Any]],
+    session: str | None,
+    stream: bool,
+    settings: LoopSettings,
+) -> Reply:
+    """The reply to a person's message: the answer to a question their conversation waits
+    on, or a new run. Raises StillRunning for an answer that cannot be taken now."""
+    timeout = settings.confirmation_timeout_seconds
+    marker = confirm.marker_of(history)
+    waiting = None
+    if marker is not None:
+        waiting = confirm.waiting_by_marker(manager, user.key, *marker)
+    elif session is not None:
+        waiting = confirm.waiting_in_session(manager, user.key, session)
+        if waiting is not None and any(m["role"] == "assistant" for m in history):
+            # the transcript the person sees does not show the question (its completion was
+            # cut off): they cannot have meant to answer it, whatever they said
+            return _ask_again(waiting, timeout)
+    if waiting is not None:
+        return _answer(manager, user, waiting, request, timeout)
+    if marker is not None and confirm.read_answer(request) is not None:
+        said = await confirm.settled_text(manager, user.key, *marker, timeout)
+        return _ask_again(said, timeout) if isinstance(said, confirm.Waiting) else FixedReply(said)
+    # the model is given the history without the markers, which mean nothing to it
+    told = [{**m, "content": confirm.without_marker(m["content"])} for m in history]
+    run = await manager.start(
+        user.token,
+        request,
+        session_id=session,
+        confirm="ask",
+        stream=stream,
+        history=told,
+        events=True,
+    )
+    return RunReply(run, timeout)
+
+
+def _answer(
+    manager: RunManager, user: User, waiting: confirm.Waiting, request: str, timeout: float
+) -> Reply:
+    """The person's message to a question that waits: their answer, and the run's reply from
+    there; or, when it is no yes or no, the question again."""
+    run, pending = waiting.run, waiting.pending
+    if run.read_by_facade:
+        raise confirm.StillRunning("the previous message is still being answered", 409)
+    answer = confirm.read_answer(request)
+    if answer is None:
+        return _ask_again(waiting, timeout)
+    content = accept_content(pending.schema) if answer == "accept" else None
+    reply = RunReply(run, timeout)  # this request reads the run from here on
+    try:
+        manager.answer_confirmation(
+            run.id, user.key, pending.id, ElicitResult(action=answer, content=content), user.token
+        )
+    except (UnknownConfirmation, ConfirmationAlreadyAnswered):
+        reply.release()
+        raise confirm.StillRunning("this confirmation was already answered", 409) from None
+    return reply
+
+
+def _ask_again(waiting: confirm.Waiting, timeout: float) -> Reply:
+    question = confirm.question_text(waiting.run.id, waiting.pending, timeout)
+    run = {"id": waiting.run.id, "status": "running", "confirmation_id": waiting.pending.id}
+    return FixedReply(confirm.ASK_AGAIN + question, run)
 
 
 def _param(loc: tuple[Any, ...]) -> str:
@@ -199,93 +376,3 @@ def _param(loc: tuple[Any, ...]) -> str:
         name = excerpt(str(part))
         path += f"[{part}]" if isinstance(part, int) else f".{name}" if path else name
     return path or "body"
-
-
-def _completion(completion_id: str, model: str, final: Run) -> dict[str, Any]:
-    usage = _usage(final)
-    answer = final.answer or _status_text(final)
-    return {
-        "id": completion_id,
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": answer},
-                "finish_reason": _finish_reason(final),
-            }
-        ],
-        "usage": usage,
-        "run": {"id": final.id, "status": final.status, "turns": final.turns},
-    }
-
-
-def _finish_reason(final: Run) -> str:
-    return "stop" if final.status == RunStatus.COMPLETED else "length"
-
-
-def _usage(final: Run) -> dict[str, int]:
-    """The run's token counts in OpenAI's shape."""
-    prompt = final.usage.prompt_tokens if final.usage else 0
-    completion = final.usage.completion_tokens if final.usage else 0
-    return {
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "total_tokens": prompt + completion,
-    }
-
-
-def _status_text(final: Run) -> str:
-    return f"（執行未完成：{final.status}，{final.reason or ''}）"
-
-
-async def _chat_stream(
-    manager: RunManager, run: ActiveRun, completion_id: str, model: str, include_usage: bool
-) -> AsyncIterator[bytes]:
-    head = {
-        "id": completion_id,
-        "object": "chat.completion.chunk",
-        "created": int(time.time()),
-        "model": model,
-    }
-
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
-        body = {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-        return sse.frame(body)
-
-    yield chunk({"role": "assistant", "content": ""})
-    # Answer text is only known to be the answer once its turn ends without tool calls:
-    # buffer each model turn's text and release it when that turn is the last.
-    buffered: list[str] = []
-    async for event in manager.events(run):
-        match event:
-            case RunFinished():
-                if event.status != RunStatus.COMPLETED or not event.answer:
-                    yield chunk({"content": event.answer or _status_text(event)})
-                yield chunk({}, _finish_reason(event))
-                if include_usage:
-                    yield sse.frame({**head, "choices": [], "usage": _usage(event)})
-            case ModelStarted():
-                buffered = []
-            case AnswerDelta():
-                buffered.append(event.text)
-            case ModelFinished() if event.step is None or not (event.step.result or {}).get(
-                "tool_calls"
-            ):
-                for text in buffered:
-                    yield chunk({"content": text})
-                buffered = []
-            case (
-                ModelFinished()
-                | RunStarted()
-                | ToolStarted()
-                | ToolFinished()
-                | Detection()
-                | ConfirmationRequested()
-                | ConfirmationResolved()
-            ):
-                pass  # the facade shows the answer only
-            case _:
-                assert_never(event)
-    yield sse.DONE_FRAME

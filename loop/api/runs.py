@@ -41,11 +41,12 @@ from .errors import AUTH_ERRORS, errors
 router = APIRouter(prefix="/v1/runs", tags=["runs"], route_class=UnicodeJSONRoute)
 
 SESSION_ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
+MAX_INPUT_CHARS = 4000  # one request to the agent (the facade's last user message too)
 RUN_ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,40}$"
 
 
 class RunRequest(BaseModel):
-    input: str = Field(min_length=1, max_length=4000, description="The user's request.")
+    input: str = Field(min_length=1, max_length=MAX_INPUT_CHARS, description="The user's request.")
     session_id: str | None = Field(
         None, pattern=SESSION_ID_PATTERN, description="Continue this conversation."
     )

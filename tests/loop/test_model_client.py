@@ -113,3 +113,67 @@ async def test_a_call_names_the_session_of_the_run_that_makes_it(model_server, s
         await model.close()
     sessions = [headers.get("x-session-id") for headers, _ in recorded.requests]
     assert sorted(sessions[:2]) == ["ses_a", "ses_b"] and sessions[2] is None
+
+
+class CutOff:
+    """A model whose streamed turn stops before its end: no finish_reason, and no [DONE]
+    (`done` true: ended with [DONE], as a server that says it is finished does)."""
+
+    def __init__(self, delta: dict[str, Any], done: bool = False) -> None:
+        self.delta, self.done, self.calls = delta, done, 0
+
+    async def completions(self, _request: Request) -> Response:
+        self.calls += 1
+
+        def events() -> Iterator[bytes]:
+            yield sse.frame({"id": "c", "object": "chat.completion.chunk", "created": 0,
+                             "model": "m", "choices": [{"index": 0, "delta": self.delta,
+                                                        "finish_reason": None}]})  # fmt: skip
+            if self.done:
+                yield sse.DONE_FRAME
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+
+CALL = {"index": 0, "id": "call_1", "type": "function",
+        "function": {"name": "search_leaves", "arguments": '{"keyword": "婚禮"}'}}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("delta", "done", "calls", "raised"),
+    [
+        # nothing of it reached the person yet: asked again, as after a lost connection
+        ({"tool_calls": [CALL]}, False, 3, "connection_error after 3 attempts"),
+        # half an answer was passed on: asking again would pass it on twice
+        ({"content": "好的，這是"}, False, 1, "the model's stream stopped midway through its"),
+        # ended by [DONE]: whole, whatever its last chunk said
+        ({"content": "好的"}, True, 1, None),
+    ],
+)
+async def test_a_stream_that_stops_midway_is_never_taken_for_a_whole_turn(
+    delta, done, calls, raised
+):
+    from loop.engine import ModelError
+
+    cut = CutOff(delta, done)
+    app = Starlette(routes=[Route("/v1/chat/completions", cut.completions, methods=["POST"])])
+    sent: list[str] = []
+
+    async def on_text(text: str) -> None:
+        sent.append(text)
+
+    with serving_in_thread(app, "a model whose stream stops midway") as base:
+        model = OpenAIChatModel(
+            base_url=f"{base}/v1", model="m", api_key="k", stream=True,
+            max_retries=2, backoff_seconds=0.01,
+        )  # fmt: skip
+        try:
+            if raised is None:
+                reply = await model.complete(MESSAGES, TOOLS, on_text)
+                assert reply.message["content"] == "好的" and sent == ["好的"]
+            else:
+                with pytest.raises(ModelError, match=raised):
+                    await model.complete(MESSAGES, TOOLS, on_text)
+        finally:
+            await model.close()
+    assert cut.calls == calls

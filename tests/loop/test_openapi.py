@@ -212,6 +212,24 @@ CHAT_PARAMETERS = [
     {"temperature": 0},
     {"response_format": {"type": "text"}},
     {"frobnicate": 1},
+    # what chat front ends send (issue 33): taken, or refused, exactly as the schema says
+    {"temperature": 0.2, "top_p": 1, "max_tokens": 256, "seed": 1, "presence_penalty": 0},
+    {"temperature": None, "stop": None, "frequency_penalty": None, "logit_bias": None},
+    {"temperature": "0.2"},
+    {"temperature": 2.5},
+    {"max_tokens": 0},
+    {"seed": 1.5},
+    {"stop": "。"},
+    {"stop": ["a", "b", "c", "d", "e"]},
+    {"n": True},
+    {"logprobs": False},
+    {"logprobs": True},
+    {"top_logprobs": 2},
+    {"response_format": {"type": "json_object"}},
+    {"tools": [{"type": "function", "function": {"name": "search_chats"}}]},
+    {"tool_choice": {"type": "function", "function": {"name": "search_chats"}}},
+    {"parallel_tool_calls": "yes"},
+    {"reasoning_effort": "low", "metadata": {"chat": "x"}},
 ]
 
 
