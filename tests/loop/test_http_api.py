@@ -458,11 +458,10 @@ def test_the_facades_429_and_503_are_in_the_openai_shape(tmp_path):
     ("extra", "param", "says"),
     [
         ({"n": 2}, "n", "one choice"),
-        ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools", "MCP server"),
-        ({"tool_choice": "required"}, "tool_choice", "MCP server"),
+        ({"top_logprobs": 2}, "top_logprobs", "not supported"),
         ({"response_format": {"type": "json_object"}}, "response_format", "not supported"),
         ({"logprobs": True}, "logprobs", "not supported"),
-        ({"temperature": 0.2}, "temperature", "LOOP_"),
+        ({"temperature": 3}, "temperature", "from 0 to 2"),
         ({"frobnicate": 1}, "frobnicate", "not supported"),
     ],
 )
