@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from loadtest.summary import LoadSummary
+from loadtest.summary import CapacityReading, LoadSummary
 from ops.compose import REPO_ROOT
 
 COST_SETTINGS = "loadtest/cost.example.toml"  # the Makefile's COST_SETTINGS default
@@ -121,9 +121,12 @@ def capacity_line(summary: LoadSummary, cost: dict[str, Any] | None = None) -> s
             f" — {workload['capacity_per_s']:.2f} {cost['unit']}s/s per replica, "
             f"{workload['sources']['capacity_per_s']}"
         )
-    if capacity.step == summary.steps[-1].step:
+    reading, shown_by = summary.capacity_reading()
+    if reading is CapacityReading.LOWER_BOUND:
         # the simulator models an H200: on a small machine the last step often still passes
-        line += " (the highest step tested, so a lower bound)"
+        line += " (the highest step tested, still rising: a lower bound)"
+    elif reading is CapacityReading.SATURATED and shown_by is not None:
+        line += f" (saturated: {shown_by.users} users were served no more)"
     return line
 
 

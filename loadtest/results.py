@@ -29,6 +29,7 @@ from .summary import (
     ScenarioBlock,
     SloBlock,
     Step,
+    knee,
 )
 
 RAW_GLOB = "raw-*.jsonl"
@@ -288,11 +289,7 @@ def summary_of(
                 slo_broken=broken,
             )
         )
-    # the knee: the most users before the first step that missed the SLO (a step past it that
-    # met the SLO again is the noise around the knee, not capacity to count on)
-    ordered = sorted(summaries, key=lambda s: (s.users or 0, s.step))
-    first_miss = next((i for i, s in enumerate(ordered) if not s.slo_met), len(ordered))
-    capacity = ordered[first_miss - 1] if first_miss else None
+    capacity = knee(summaries)
     return LoadSummary(
         slo=SloBlock(
             ttft_p99_ms=slo.ttft_p99_ms,

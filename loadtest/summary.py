@@ -23,6 +23,7 @@ line naming where (SummaryError).
 from __future__ import annotations
 
 import json
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
@@ -230,6 +231,39 @@ class PrometheusSource(_Block):
     note: str | None = None  # why figures may be missing or short
 
 
+class CapacityReading(StrEnum):
+    """What the steps past the capacity step say of it."""
+
+    SLO_MISSED = "slo_missed"  # the next step served as much or more, but missed the SLO
+    SATURATED = "saturated"  # a later step served less: the replica had no more to give
+    LOWER_BOUND = "lower_bound"  # no step past it: the limit was not reached
+
+
+def served_per_s(step: Step) -> float:
+    """A step's throughput: its runs/s (agent and facade users) where runs were made, else its
+    model requests/s."""
+    runs = sum((b.runs_per_s for b in (step.agent, step.facade) if b is not None), 0.0)
+    if step.agent is not None or step.facade is not None:
+        return runs
+    return step.model.requests_per_s if step.model is not None else 0.0
+
+
+def by_users(steps: list[Step]) -> list[Step]:
+    """The steps from the fewest users to the most (a spike's phases in their order)."""
+    return sorted(steps, key=lambda s: (s.users or 0, s.step))
+
+
+def knee(steps: list[Step]) -> Step | None:
+    """The capacity at the SLO: of the steps before the first that missed it (by users), the
+    one that served the most (the fewest users on a tie). A step past the first miss that met
+    the SLO again is the noise around the knee, not capacity to count on; a step with more
+    users that served less is a saturated replica, not more capacity."""
+    ordered = by_users(steps)
+    first_miss = next((i for i, s in enumerate(ordered) if not s.slo_met), len(ordered))
+    within = ordered[:first_miss]
+    return max(within, key=served_per_s) if within else None
+
+
 class LoadSummary(_Block):
     slo: SloBlock
     percentile_method: str
@@ -241,6 +275,23 @@ class LoadSummary(_Block):
 
     def step_of(self, number: int) -> Step | None:
         return next((step for step in self.steps if step.step == number), None)
+
+    def capacity_reading(self) -> tuple[CapacityReading, Step | None]:
+        """How far the capacity step can be trusted, and the step that shows it (None for a
+        lower bound). Past the capacity step by users: a step that still met the SLO served
+        less (the knee chose the most), so the replica was saturated; else the next step missed
+        the SLO; else nothing was tested past it."""
+        capacity = self.capacity_at_slo
+        chosen = None if capacity is None else self.step_of(capacity.step)
+        if chosen is None:
+            return CapacityReading.LOWER_BOUND, None
+        ordered = by_users(self.steps)
+        later = ordered[ordered.index(chosen) + 1 :]
+        if later and later[0].slo_met:
+            return CapacityReading.SATURATED, later[0]
+        if later:
+            return CapacityReading.SLO_MISSED, later[0]
+        return CapacityReading.LOWER_BOUND, None
 
     def text(self) -> str:
         """The file's text, as `python -m loadtest` writes it."""

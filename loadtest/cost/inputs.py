@@ -11,7 +11,16 @@ from typing import Any
 from common import tokens
 
 from ..results import SUMMARY_FILE
-from ..summary import Backend, Capacity, LoadSummary, SloBlock, SummaryError, load_json
+from ..summary import (
+    Backend,
+    Capacity,
+    CapacityReading,
+    LoadSummary,
+    SloBlock,
+    SummaryError,
+    load_json,
+    served_per_s,
+)
 from .settings import (
     MAX_CAPACITY_PER_S,
     MAX_TOKENS_PER_REQUEST,
@@ -313,14 +322,25 @@ def _from_summary(
         raise SettingError(
             f"SUMMARY: {path}: capacity_at_slo has no runs or model requests per second"
         )
-    last = max((x.step for x in summary.steps), default=capacity.step)
-    lower_bound = capacity.step == last
+    reading, shown_by = summary.capacity_reading()
+    lower_bound = reading is CapacityReading.LOWER_BOUND
     if lower_bound:
         notes.append(
             (
                 "capacity_per_s",
-                f"the highest step tested ({capacity.users} users) still met the SLO, so a "
-                "replica's real capacity is higher than this: add steps until one fails",
+                f"the highest step tested ({capacity.users} users) still met the SLO and served "
+                "the most, so a replica's real capacity is at least this: add steps with more "
+                "users until one misses the SLO or serves less",
+            )
+        )
+    elif reading is CapacityReading.SATURATED and shown_by is not None:
+        notes.append(
+            (
+                "capacity_per_s",
+                f"the replica was saturated: {shown_by.users} users were served "
+                f"{served_per_s(shown_by):.2f}/s, no more than the {capacity.users} users' "
+                f"{served_per_s(summary.step_of(capacity.step) or shown_by):.2f}/s, so the "
+                f"capacity is the {capacity.users} users' step",
             )
         )
     facts = SummaryFacts(

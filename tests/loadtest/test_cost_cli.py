@@ -23,6 +23,7 @@ from loadtest.cost.presets import (
 )
 from loadtest.cost.settings import SettingError, load
 from loadtest.results import Slo, summarise
+from loadtest.summary import CapacityReading, LoadSummary
 from tests.loadtest.records import agent_record
 from tests.support import REPO_ROOT
 
@@ -111,6 +112,55 @@ def test_the_report_says_when_the_capacity_is_only_a_lower_bound(tmp_path, capsy
     status, out, _ = run(capsys, str(path), "--capacity-requests-per-s", "3")
     assert status == 0
     assert "still met the SLO" not in out and "raw model requests/s" not in out
+
+
+def _sweep(tmp_path, *steps: tuple[int, float, float]) -> Path:
+    """summary.json of a sweep: per step (users, runs/s, the share of runs that failed), 10 s
+    each, every run 300 ms."""
+    records, marks = [], []
+    for number, (users, rate, failed) in enumerate(steps):
+        start = number * 10.0
+        marks.append({"step": number, "users": users, "start": start})
+        count = int(rate * 10)
+        for i in range(count):
+            record = agent_record(start + i / rate, 300)
+            if i < failed * count:
+                record |= {"ok": False, "error": "HTTP 503"}
+            records.append(record)
+    path = tmp_path / "run" / "summary.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(summarise(records, marks, Slo(200, 50, 5000))))
+    return path
+
+
+def test_a_step_that_served_less_is_a_saturated_replica_not_a_higher_capacity(tmp_path, capsys):
+    # the demo sweep's shape: 6 users 15.5 runs/s, then 8 users 13.8 runs/s, both within the SLO
+    path = _sweep(tmp_path, (4, 10.0, 0), (6, 15.5, 0), (8, 13.8, 0))
+    summary = LoadSummary.read(path)
+    assert summary.capacity_at_slo is not None and summary.capacity_at_slo.users == 6
+    assert summary.capacity_reading()[0] is CapacityReading.SATURATED
+    status, out, _ = run(capsys, str(path))
+    assert status == 0
+    assert re.search(r"the replica was saturated: 8 users were served 13\.\d\d/s, no more than the "
+                     r"6 users' 15\.\d\d/s", out)  # fmt: skip
+    assert "still met the SLO" not in out and "at least this" not in out
+    assert json.loads((path.parent / "cost.json").read_text())["summary"]["lower_bound"] is False
+
+
+def test_a_step_that_missed_the_slo_ends_the_sweep_without_a_caveat(tmp_path, capsys):
+    path = _sweep(tmp_path, (4, 10.0, 0), (6, 15.5, 0), (8, 16.0, 0.2))
+    summary = LoadSummary.read(path)
+    assert summary.capacity_at_slo is not None and summary.capacity_at_slo.users == 6
+    assert summary.capacity_reading()[0] is CapacityReading.SLO_MISSED
+    status, out, _ = run(capsys, str(path))
+    assert status == 0 and "saturated" not in out and "still met the SLO" not in out
+
+
+def test_throughput_still_rising_at_the_last_step_is_a_lower_bound(tmp_path, capsys):
+    path = _sweep(tmp_path, (4, 10.0, 0), (6, 15.5, 0))
+    assert LoadSummary.read(path).capacity_reading()[0] is CapacityReading.LOWER_BOUND
+    status, out, _ = run(capsys, str(path))
+    assert status == 0 and "still met the SLO and served the most" in out
 
 
 def test_facade_runs_beside_the_agent_runs_are_a_mixed_load_too(tmp_path, capsys):
