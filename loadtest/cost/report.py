@@ -424,7 +424,8 @@ def _backend_cells(backend: Backend | None) -> list[str]:
         parts.append("serving " + ", ".join(backend.models))
     gpu = backend.gpu
     if gpu and gpu.name:
-        made_up = " (simulated)" if gpu.simulated else ""
+        # the simulator's DCGM stand-in already names its GPU "… (simulated)"
+        made_up = " (simulated)" if gpu.simulated and "(simulated)" not in gpu.name else ""
         parts.append(f"{gpu.count} × {gpu.name}{made_up}")
     else:
         parts.append("no GPU reported")

@@ -141,6 +141,9 @@ def test_a_capacity_that_is_no_gpu_measurement_carries_a_banner_in_every_format(
     if backend is SIMULATOR:
         assert "capacity from the simulator, not measured" in title
         assert "the model simulator 0.32.0, serving leave-copilot" in got["md"]
+        # the simulator's GPU says it is simulated once, not twice (issue 34)
+        assert "1 × NVIDIA H200 (simulated) " in got["md"]
+        assert "(simulated) (simulated)" not in out + got["md"] + got["html"]
 
 
 def test_a_capacity_given_as_a_setting_is_not_called_measured(tmp_path, capsys):
