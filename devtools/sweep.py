@@ -49,7 +49,7 @@ def _ms(value: float | None) -> str:
 
 def step_table(summary: LoadSummary) -> list[str]:
     header: tuple[str, ...] = ("users", "runs/s", "run p95 ms", "turns/run", "tools/run")
-    header += ("confirm/run", "vLLM TTFT p95 ms", "SLO")
+    header += ("confirm/run", "vLLM TTFT p95 ms" + summary.simulated_mark(), "SLO")
     rows: list[tuple[str, ...]] = [header]
     for step in summary.steps:
         agent = step.agent

@@ -171,8 +171,8 @@ def _headline(summary: LoadSummary) -> list[dict[str, Any]]:
             row["ITL p99 ms"] = model.itl_ms.p99
         server = step.prometheus
         for name, label in (
-            ("gpu_util_percent_mean", "GPU util %"),
-            ("vllm_ttft_p95_ms", "vLLM TTFT p95 ms"),
+            ("gpu_util_percent_mean", "GPU util %" + summary.simulated_mark()),
+            ("vllm_ttft_p95_ms", "vLLM TTFT p95 ms" + summary.simulated_mark()),
         ):
             value = None if server is None else getattr(server, name)
             if value is not None:

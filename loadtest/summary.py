@@ -276,6 +276,11 @@ class LoadSummary(_Block):
     def step_of(self, number: int) -> Step | None:
         return next((step for step in self.steps if step.step == number), None)
 
+    def simulated_mark(self) -> str:
+        """What a server figure's label adds when the simulator served the load: its GPU
+        utilisation and its TTFT are the simulator's, not a GPU's."""
+        return " (simulated)" if self.backend is not None and self.backend.simulated else ""
+
     def capacity_reading(self) -> tuple[CapacityReading, Step | None]:
         """How far the capacity step can be trusted, and the step that shows it (None for a
         lower bound). Past the capacity step by users: a step that still met the SLO served

@@ -127,3 +127,26 @@ def test_a_summary_read_back_is_plain_json(tmp_path):
     assert json.loads(json.dumps(summary.as_json())) == json.loads(BEFORE_THE_MODEL.read_text())
     assert isinstance(summary.slo.ttft_p99_ms, int)  # 200 stays 200, not 200.0
     assert Path(BEFORE_THE_MODEL).read_text().count('"ttft_p99_ms": 200,') == 1
+
+
+def test_the_servers_figures_of_a_simulated_load_are_labelled_simulated():
+    from devtools.sweep import step_table
+    from loadtest.__main__ import _headline
+
+    summary = LoadSummary.read(FIXTURES / "f1d2d92.json")
+    figures = StepFigures(
+        gpu_util_percent_mean=40.0, gpu_busy_mean=0.4, vllm_ttft_p95_ms=80.0,
+        kv_cache_usage_max=0.1, notes=[],
+    )  # fmt: skip
+    steps = [step.model_copy(update={"prometheus": figures}) for step in summary.steps]
+    simulated = summary.model_copy(update={"steps": steps})
+    assert {"GPU util % (simulated)", "vLLM TTFT p95 ms (simulated)"} <= set(
+        _headline(simulated)[0]
+    )
+    assert "vLLM TTFT p95 ms (simulated)" in step_table(simulated)[0]
+    assert simulated.backend is not None
+    real = simulated.model_copy(
+        update={"backend": simulated.backend.model_copy(update={"simulated": False})}
+    )
+    assert {"GPU util %", "vLLM TTFT p95 ms"} <= set(_headline(real)[0])
+    assert "(simulated)" not in step_table(real)[0]
