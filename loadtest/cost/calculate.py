@@ -107,6 +107,7 @@ def api_usd_per_request(inputs: Inputs) -> float:
 
 def self_host(inputs: Inputs, hidden: bool) -> SelfHost:
     s, w = inputs.settings, inputs.workload
+    minimum = s.min_replicas
     if hidden:
         fixed = fixed_usd_per_day(
             s.ops_usd_per_month,
@@ -116,8 +117,9 @@ def self_host(inputs: Inputs, hidden: bool) -> SelfHost:
         )
         shape = traffic(s)
     else:
-        # The seed article's view: every paid GPU hour busy, nothing but GPU time.
+        # The seed article's view: every paid GPU hour busy, nothing but GPU time, one replica.
         fixed = 0.0
+        minimum = 1
         hours = s.billing_hours_per_day
         shape = FLAT if hours == HOURS_PER_DAY else Traffic(hours, 1.0, 1.0)
     return SelfHost(
@@ -126,6 +128,7 @@ def self_host(inputs: Inputs, hidden: bool) -> SelfHost:
         capacity_per_s=w.capacity_per_s,
         traffic=shape,
         fixed_usd_per_day=fixed,
+        min_replicas=minimum,
     )
 
 

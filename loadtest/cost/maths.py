@@ -45,11 +45,14 @@ class Traffic:
 FLAT = Traffic(busy_hours_per_day=24.0, busy_share=1.0, peak_factor=1.0)
 
 
-def replicas_needed(requests_per_day: float, capacity_per_s: float, traffic: Traffic) -> int:
+def replicas_needed(
+    requests_per_day: float, capacity_per_s: float, traffic: Traffic, minimum: int = 1
+) -> int:
     """Whole replicas for the peak: ceil(peak requests/s ÷ one replica's requests/s at the
-    SLO); at least one, since a self-hosted model is kept up even when nobody asks."""
+    SLO); at least `minimum`, since a self-hosted model is kept up even when nobody asks (and
+    a production site keeps a second so that one can fail or be upgraded)."""
     peak = requests_per_day * traffic.peak_per_daily_request()
-    return max(1, math.ceil(peak / capacity_per_s - _EPSILON))
+    return max(minimum, math.ceil(peak / capacity_per_s - _EPSILON))
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,7 @@ class SelfHost:
     capacity_per_s: float  # requests/s one replica serves at the SLO
     traffic: Traffic
     fixed_usd_per_day: float = 0.0  # ops labour, retraining, storage/egress
+    min_replicas: int = 1  # kept running at any volume (redundancy)
 
     @property
     def replica_usd_per_day(self) -> float:
@@ -72,7 +76,9 @@ class SelfHost:
         return self.capacity_per_s / self.traffic.peak_per_daily_request()
 
     def replicas(self, requests_per_day: float) -> int:
-        return replicas_needed(requests_per_day, self.capacity_per_s, self.traffic)
+        return replicas_needed(
+            requests_per_day, self.capacity_per_s, self.traffic, self.min_replicas
+        )
 
     def usd_per_day(self, requests_per_day: float) -> float:
         return self.replicas(requests_per_day) * self.replica_usd_per_day + self.fixed_usd_per_day
@@ -115,14 +121,15 @@ def break_even(self_host: SelfHost, api_usd_per_request: float) -> BreakEven | N
     On the stretch served by n replicas self-hosting costs n·g + h a day (g: one replica's
     GPU-day, h: the fixed costs); the API costs a·D. They meet at D = (n·g + h)/a, which lies on
     that stretch when D ≤ n·c (c: one replica's requests/day), i.e. when n·(a·c − g) ≥ h. The
-    first such n is ceil(h / (a·c − g)). None when a·c ≤ g: a fully used replica costs more than
-    the API would for the same requests, at any volume."""
+    first such n is ceil(h / (a·c − g)), and never fewer than the replicas always kept running.
+    None when a·c ≤ g: a fully used replica costs more than the API would for the same
+    requests, at any volume."""
     a, g, h = api_usd_per_request, self_host.replica_usd_per_day, self_host.fixed_usd_per_day
     c = self_host.requests_per_replica_day
     margin = a * c - g  # what a full replica saves per day, before the fixed costs
     if a <= 0 or margin <= 0:
         return None
-    n = max(1, math.ceil(h / margin - _EPSILON))
+    n = max(self_host.min_replicas, math.ceil(h / margin - _EPSILON))
     # From replica m on, even the start of each stretch (where the new replica is idle) is
     # cheaper: a·(m − 1)·c ≥ m·g + h, i.e. m ≥ (h + a·c)/(a·c − g).
     m = max(n + 1, math.ceil((h + a * c) / margin - _EPSILON))

@@ -89,6 +89,12 @@ def api_label(inputs: Inputs, sources: dict[str, Source]) -> str:
     return f"{s.api_model} at {prices}"
 
 
+def redundancy(min_replicas: int) -> str:
+    if min_replicas == 1:
+        return "1 — no redundancy: a single point of failure (min_replicas = 1)"
+    return f"at least {min_replicas} (N+1: one can fail or be upgraded while the rest serve)"
+
+
 def gpu_label(inputs: Inputs) -> str:
     s = inputs.settings
     return f"{s.gpu_count} × {s.gpu_name} at {usd(s.gpu_hourly_usd)}/h"
@@ -365,6 +371,7 @@ def assumptions(inputs: Inputs, figures: Figures, sources: dict[str, Source]) ->
             f"{s.gpu_name}, {usd(s.gpu_hourly_usd)}/h × {s.gpu_count} per replica",
             src("gpu_name", "gpu_hourly_usd", "gpu_count"),
         ],
+        ["replicas kept running", redundancy(s.min_replicas), src("min_replicas")],
         ["GPU hours paid per day", f"{s.billing_hours_per_day:g}", src("billing_hours_per_day")],
         [
             "traffic",

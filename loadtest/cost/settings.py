@@ -83,6 +83,15 @@ class CalculatorSettings(CostSettings):
             "data parallel); the staircase adds whole replicas."
         ),
     )
+    min_replicas: int = Field(
+        2,
+        ge=1,
+        le=64,
+        description=(
+            "Replicas kept running at any volume: 2 (N+1) so that one can fail or be upgraded "
+            "while the other serves; 1 accepts a single point of failure, and the report says so."
+        ),
+    )
     billing_hours_per_day: float = Field(
         24.0,
         gt=0,

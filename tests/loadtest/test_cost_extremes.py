@@ -82,12 +82,14 @@ def test_the_staircase_shows_the_rows_that_matter_whatever_the_volume(volume):
     replicas = [row.replicas for row in rows]
     asked = figures.operating_point.replicas
     found = figures.break_even_with_hidden
-    # the first ones, the ones around the break-even and around the volume asked for
-    assert {1, 2, 3} <= set(replicas)
+    # the first ones (from the replicas always kept, 2 by default), the ones around the
+    # break-even and around the volume asked for
+    kept = inputs.settings.min_replicas
+    assert kept == 2 and min(replicas) == kept and {2, 3, 4} <= set(replicas)
     assert found is not None
 
     def around(n: int) -> set[int]:
-        return {n - 1, n, n + 1} - {0}
+        return {k for k in (n - 1, n, n + 1) if k >= kept}
 
     assert around(found.replicas) | around(asked) <= set(replicas)
     text = report.markdown(report.build(inputs, figures, load(None, {}, {}).sources, []))

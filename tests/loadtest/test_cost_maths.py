@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -43,6 +44,7 @@ def test_the_seed_formula_is_the_special_case(
     inputs = inputs_from_flags(
         gpu_hourly_usd=gpu_usd_per_hour,
         gpu_count=1,
+        min_replicas=1,  # the seed's one GPU: no second replica kept for redundancy
         traffic_profile="flat",
         api_blended_usd_per_million=usd_per_million,
         api_system_prompt_file="",
@@ -248,3 +250,25 @@ def test_break_even_agrees_with_a_scan_of_both_costs(seed):
     # past cheaper_from, self-hosting is never dearer
     assert all(d < found.cheaper_from_requests_per_day * (1 + 1e-9) for d in dearer)
     assert found.replicas == math.ceil(found.requests_per_day / c - 1e-9)
+
+
+def test_replicas_kept_for_redundancy_are_paid_for_at_any_volume_and_move_the_break_even():
+    """Worked by hand: a replica-day g = $100, fixed h = $50/day, the API a = $0.002/request,
+    one replica serves c = 100,000 requests/day (flat traffic)."""
+    option = SelfHost(
+        replica_usd_per_hour=100 / 24,
+        billing_hours_per_day=24,
+        capacity_per_s=100_000 / 86_400,
+        traffic=FLAT,
+        fixed_usd_per_day=50,
+        min_replicas=2,
+    )
+    assert option.replicas(1) == 2 and option.replicas(150_000) == 2
+    assert option.replicas(250_000) == 3
+    assert option.usd_per_day(1) == pytest.approx(250)
+    found = break_even(option, 0.002)
+    # one replica would break even at (g + h)/a = 75,000/day; two kept running at (2g + h)/a
+    assert found is not None and found.replicas == 2
+    assert found.requests_per_day == pytest.approx(125_000)
+    single = break_even(replace(option, min_replicas=1), 0.002)
+    assert single is not None and single.requests_per_day == pytest.approx(75_000)

@@ -97,10 +97,12 @@ def test_every_format_opens_with_one_verdict_line(tmp_path, capsys):
     point, found = document["operating_point"], document["break_even"]["with_hidden_costs"]
     cheaper_by = point["self_host_usd_per_day"] - point["api_usd_per_day"]
     assert cheaper_by > 0  # 20,000 runs a day: the API is cheaper here
+    # with two replicas always running the break-even falls on their stretch, so from it on
+    # self-hosting stays cheaper: no second volume to name
+    assert found["cheaper_from_requests_per_day"] == pytest.approx(found["requests_per_day"])
     assert verdict == (
         f"At 20,000 agent runs/day the API is ${cheaper_by:,.0f}/day cheaper; self-hosting "
-        f"wins from {found['requests_per_day']:,.0f}/day and at every volume from "
-        f"{found['cheaper_from_requests_per_day']:,.0f}/day (hidden costs of "
+        f"wins from {found['requests_per_day']:,.0f}/day (hidden costs of "
         f"${sum(document['self_host']['hidden_usd_per_day'].values()):,.0f}/day included)."
     )
     # the terminal and Markdown: right under the title, before any table
@@ -270,3 +272,16 @@ def test_the_chart_shows_every_mark_and_no_label_sits_on_a_tick_label(volume):
         assert plot_box.x0 <= box.x0 and box.x1 <= plot_box.x1  # inside the plot, readable
     for i, box in enumerate(boxes):
         assert not any(box.overlaps(other) for other in boxes[i + 1 :])
+
+
+def test_a_single_replica_is_named_as_no_redundancy(tmp_path, capsys):
+    summary = summary_file(tmp_path / "run", VLLM)
+    status, out, _ = run(capsys, str(summary), "--settings", str(EXAMPLE), "--min-replicas", "1")
+    assert status == 0
+    assert "1 — no redundancy: a single point of failure" in out
+    assert results(summary.parent)["json"]["staircase"][0]["replicas"] == 1
+    status, out, _ = run(capsys, str(summary), "--settings", str(EXAMPLE))
+    assert status == 0 and "no redundancy" not in out and "at least 2 (N+1" in out
+    status, _, err = run(capsys, str(summary), "--min-replicas", "0")
+    assert status == 2
+    assert "--min-replicas: Input should be greater than or equal to 1 (got '0')" in err
