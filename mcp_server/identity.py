@@ -142,6 +142,8 @@ class Identities:
             .where(ApiToken.token_sha256 == bindparam("token"))
         )
         self._token_lookup = CompiledStatement(lookup, db.engine.dialect)
+        by_email = select(Employee.id, Employee.active).where(Employee.email == bindparam("email"))
+        self._email_lookup = CompiledStatement(by_email, db.engine.dialect)
 
     def employee_for_token(self, token: str) -> str:
         """The employee a token lets in; TokenRefused, with the reason, otherwise (a front
@@ -192,17 +194,16 @@ class Identities:
         """The employee a front end names by this email (any case); ActingForRefused when no
         one who works here has it."""
         address = normal_email(email)
-        with self.db.read() as s:
-            found = s.execute(
-                select(Employee.id, Employee.active).where(Employee.email == address)
-            ).first()
+        with self.db.cursor() as cursor:  # as the token's lookup: on every such request
+            found = self._email_lookup.first(cursor, {"email": address})
         if found is None:
             raise ActingForRefused(
                 f"no employee has the email {address!r} (the HR import's email column)"
             )
-        if found.active is False:
+        employee_id, active = found
+        if active is False:
             raise ActingForRefused(f"the employee with the email {address!r} has left")
-        return str(found.id)
+        return str(employee_id)
 
     def _record_use(self, token_sha256: str, now: dt.datetime) -> None:
         with self._recording_lock:
