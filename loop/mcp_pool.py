@@ -1,4 +1,5 @@
-"""Long-lived MCP clients, one per user token, reused across runs.
+"""Long-lived MCP clients, one per user token (a front end's with the person it acts for:
+acting_for.py), reused across runs.
 
 Each connection is owned by one task that enters and exits the SDK's context managers (anyio
 requires that); runs call tools on it from their own tasks, which the SDK allows. The tool list
@@ -29,6 +30,7 @@ from opentelemetry import propagate
 
 from common.credentials import hash_token
 
+from .acting_for import ACTING_FOR_HEADER, parts
 from .engine import ToolInfo, ToolResult
 
 logger = logging.getLogger(__name__)
@@ -55,6 +57,12 @@ TRANSPORT_FAILURES = {
 
 class McpUnauthorized(Exception):
     """The MCP server refused the user's token (HTTP 401)."""
+
+
+class McpForbidden(McpUnauthorized):
+    """The MCP server took the token but not for the person named with it (HTTP 403: a front
+    end's credential naming no one or someone unknown, a person's own token naming another);
+    the message is the server's reason, which the caller may know."""
 
 
 class McpUnavailable(Exception):
@@ -94,6 +102,7 @@ class McpConnection:
         self._error: BaseException | None = None
         self._owner: asyncio.Task[None] | None = None
         self._refused = False  # the server answered 401: the token is not (or no longer) valid
+        self._forbidden: str | None = None  # the server's reason for a 403 (McpForbidden)
         # the server's last answer was 503 (a 2xx clears it), and the Retry-After it gave
         self._unavailable = False
         self._retry_after: int | None = None
@@ -123,6 +132,8 @@ class McpConnection:
             ready.cancel()
         if self._client is None:
             await self.close()
+            if self._forbidden is not None:
+                raise McpForbidden(self._forbidden)
             if self._refused:
                 raise McpUnauthorized("the MCP server refused the token")
             if self._unavailable:
@@ -130,7 +141,10 @@ class McpConnection:
             raise McpUnavailable(f"cannot connect to the MCP server: {_describe(self._error)}")
 
     async def _own(self) -> None:
-        headers = {"Authorization": f"Bearer {self._token}"}
+        token, person = parts(self._token)
+        headers = {"Authorization": f"Bearer {token}"}
+        if person is not None:  # on every request: the server decides each time who acts
+            headers[ACTING_FOR_HEADER] = person
 
         async def send_trace_context(request: httpx2.Request) -> None:
             # The MCP SDK sends it in the request's `_meta` too (SEP-414); the header is for
@@ -142,6 +156,8 @@ class McpConnection:
             # The SDK turns HTTP errors into a generic JSON-RPC error; keep the 401 apart.
             if response.status_code == 401:
                 self._refused = True
+            elif response.status_code == 403:
+                self._forbidden = await _refusal(response)
             elif response.status_code == 503:
                 self._unavailable = True
                 self._retry_after = _seconds(response.headers.get("retry-after"))
@@ -230,6 +246,9 @@ class McpConnection:
     def _failure(self, error: MCPError) -> McpUnauthorized | McpUnavailable | None:
         """What an MCP error says of the connection: the token refused (401), the server
         unavailable (503), the transport broken; None for an error of the call itself."""
+        if self._forbidden is not None:
+            self._broken = True
+            return McpForbidden(self._forbidden)
         if self._refused:
             self._broken = True
             return McpUnauthorized("the MCP server refused the token")
@@ -363,6 +382,16 @@ class McpPool:
     async def close(self) -> None:
         connections, self._connections = list(self._connections.values()), {}
         await asyncio.gather(*(c.close() for c in connections), return_exceptions=True)
+
+
+async def _refusal(response: httpx2.Response) -> str:
+    """The reason the MCP server gave for a 403 (its `error_description`)."""
+    await response.aread()
+    try:
+        said = response.json().get("error_description")
+    except (ValueError, AttributeError):
+        said = None
+    return said[:300] if isinstance(said, str) and said else "the MCP server refused (403)"
 
 
 def _seconds(retry_after: str | None) -> int | None:

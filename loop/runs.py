@@ -34,6 +34,7 @@ from common.runs_protocol import (
 )
 from common.sqlite import utcnow
 
+from .acting_for import owner_key
 from .auth_guard import RejectedTokens
 from .engine import (
     AgentLoop,
@@ -304,7 +305,7 @@ class RunManager:
     async def authenticate(self, token: str) -> str:
         """The user key for a token the MCP server accepts (raises McpUnauthorized)."""
         await self.pool.connection(token)
-        return hash_token(token)
+        return owner_key(token)
 
     async def start(
         self,
@@ -330,7 +331,7 @@ class RunManager:
                 raise RunIdInUse(run_id)
         run = ActiveRun(
             id=run_id or f"run_{secrets.token_hex(8)}",
-            user_key=hash_token(token),
+            user_key=owner_key(token),
             session_id=session_id or _new_session_id(),
             input=user_input,
             confirm=confirm,

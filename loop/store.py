@@ -1,7 +1,8 @@
 """Run records and session histories, persisted with SQLAlchemy (SQLite by default).
 
 Run records keep the whole transcript and the tools that were offered, so finished runs can be
-exported as fine-tuning data. Users are stored as a hash of their token, never the token.
+exported as fine-tuning data. Users are stored as a hash of their token, never the token (a
+person a front end acts for: a hash of their email, loop/acting_for.py).
 """
 
 from __future__ import annotations

@@ -8,7 +8,10 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+
+from sqlalchemy import select
 
 from common.entrypoint import CommandError, StartupError
 
@@ -16,7 +19,7 @@ from . import people
 from .identity import Identities, InactiveEmployee, UnknownEmployee, parse_duration
 from .seed import remove_demo_data, seed
 from .settings import ServerSettings
-from .storage import Base, Database
+from .storage import AuditEntry, Base, Database
 
 REMOVE_DEMO = "python -m mcp_server remove-demo-data"
 
@@ -34,11 +37,22 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     importer.add_argument("file", type=Path, help="the CSV file; - for standard input")
     importer.add_argument("--dry-run", action="store_true", help="say what would change")
-    issue = commands.add_parser("issue-token", help="issue a bearer token (printed once)")
-    issue.add_argument("employee_id")
+    issue = commands.add_parser(
+        "issue-token",
+        help="issue a bearer token (printed once): an employee's, or a front end's credential",
+    )
+    issue.add_argument("employee_id", nargs="?", help="the employee the token lets in")
+    issue.add_argument(
+        "--front-end",
+        metavar="NAME",
+        help="instead: a credential for the front end NAME (e.g. open-webui), which acts for "
+        "the person each request names by email (docs/identity.md)",
+    )
     issue.add_argument("--expires-in", metavar="DURATION", help="e.g. 90d, 12h (default: never)")
     issue.add_argument("--label", default=None, help="what it is for, e.g. a service's name")
-    commands.add_parser("list-tokens", help="every token: id, employee, label, dates; no secret")
+    commands.add_parser(
+        "list-tokens", help="every token: id, employee or front end, label, dates; no secret"
+    )
     revoke = commands.add_parser("revoke-token", help="revoke a token by its id (tok_…)")
     revoke.add_argument("token_id")
     deactivate = commands.add_parser(
@@ -46,6 +60,11 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     deactivate.add_argument("employee_id")
     commands.add_parser("remove-demo-data", help="delete the demo tokens and demo employees")
+    audit = commands.add_parser(
+        "audit", help="the audit log, newest last: who acted, through which front end, what"
+    )
+    audit.add_argument("leave_id", nargs="?", help="only this leave's entries")
+    audit.add_argument("--limit", type=int, default=50, help="the newest N entries (default 50)")
     for name, what in (
         ("backup", "copy the leave database to PATH (online; - for standard output)"),
         ("restore", "replace the leave database with a backup (stop it first; - for stdin)"),
@@ -69,7 +88,7 @@ def run(args: argparse.Namespace, settings: ServerSettings, database: Database) 
     if command == "import":
         return _import(database, args.file, args.dry_run)
     if command == "issue-token":
-        return _issue(identities, args.employee_id, args.expires_in, args.label)
+        return _issue(identities, args)
     if command == "list-tokens":
         return _list(identities)
     if command == "revoke-token":
@@ -85,6 +104,8 @@ def run(args: argparse.Namespace, settings: ServerSettings, database: Database) 
         said = "deactivated" if changed else "was already inactive:"
         print(f"{args.employee_id} {said} their tokens and sign-ins are refused; history kept")
         return 0
+    if command == "audit":
+        return _audit(database, args.leave_id, args.limit)
     if command in ("backup", "restore"):
         from common import backup
 
@@ -141,13 +162,22 @@ def _import(database: Database, path: Path, dry_run: bool) -> int:
     return 0
 
 
-def _issue(
-    identities: Identities, employee_id: str, expires_in: str | None, label: str | None
-) -> int:
+def _issue(identities: Identities, args: argparse.Namespace) -> int:
+    employee_id, front_end, label = args.employee_id, args.front_end, args.label
+    if (employee_id is None) == (front_end is None):
+        raise CommandError("issue-token: name an employee, or --front-end NAME (not both)")
     try:
-        lifetime = parse_duration(expires_in) if expires_in else None
+        lifetime = parse_duration(args.expires_in) if args.expires_in else None
     except ValueError as error:
         raise CommandError(f"issue-token: --expires-in: {error}") from None
+    if front_end is not None:
+        try:
+            token, public_id = identities.issue_front_end(
+                front_end, expires_in=lifetime, label=label
+            )
+        except ValueError as error:
+            raise CommandError(f"issue-token: --front-end: {error}") from None
+        return _issued(token, public_id, f"the front end {front_end} (acts for others)", lifetime)
     try:
         token, public_id = identities.issue(employee_id, expires_in=lifetime, label=label)
     except UnknownEmployee:
@@ -156,10 +186,14 @@ def _issue(
         ) from None
     except InactiveEmployee:
         raise CommandError(f"issue-token: {employee_id} has left (deactivated)") from None
+    return _issued(token, public_id, employee_id, lifetime)
+
+
+def _issued(token: str, public_id: str, whom: str, lifetime: dt.timedelta | None) -> int:
     print(token)  # stdout holds the secret alone, for a script to take
     ends = dt.datetime.now(dt.UTC) + lifetime if lifetime else None
     expiry = f"expires {ends:%Y-%m-%d %H:%M} UTC" if ends else "no expiry"
-    print(f"issued {public_id} for {employee_id} ({expiry}); shown once", file=sys.stderr)
+    print(f"issued {public_id} for {whom} ({expiry}); shown once", file=sys.stderr)
     return 0
 
 
@@ -171,13 +205,44 @@ def _list(identities: Identities) -> int:
 
     rows = [("id", "employee", "state", "label", "created", "expires", "last used")]
     for t in identities.tokens():
+        # a front end's credential acts for others: shown by its name, never as an employee
+        whom = t.employee_id or f"front-end:{t.front_end}"
         rows.append(
-            (t.public_id, t.employee_id, t.state(now), t.label or "—", when(t.created_at),
+            (t.public_id, whom, t.state(now), t.label or "—", when(t.created_at),
              when(t.expires_at), when(t.last_used_at))
         )  # fmt: skip
+    _table(rows)
+    return 0
+
+
+def _table(rows: Sequence[Sequence[str]]) -> None:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+
+
+def _audit(database: Database, leave_id: str | None, limit: int) -> int:
+    """The audit log's newest `limit` entries (of one leave), oldest of them first: when,
+    which leave, the employee who acted and the front end that acted for them (`—`: their
+    own token or sign-in), the tool, the change, the confirmation and the outcome."""
+    if limit < 1:
+        raise CommandError("audit: --limit must be at least 1")
+    query = select(AuditEntry).order_by(AuditEntry.id.desc()).limit(limit)
+    if leave_id is not None:
+        query = query.where(AuditEntry.leave_id == leave_id)
+    with database.read() as s:
+        entries = list(reversed(s.scalars(query).all()))
+    rows = [("at", "leave", "actor", "through", "tool", "change", "confirmation", "outcome")]
+    for e in entries:
+        through = f"{e.front_end} ({e.front_end_token_id})" if e.front_end else "—"
+        rows.append(
+            (f"{e.at:%Y-%m-%d %H:%M:%S}", e.leave_id, e.actor_id, through, str(e.tool),
+             f"{e.from_status or '—'} → {e.to_status or '—'}", e.confirmation or "—", e.outcome)
+        )  # fmt: skip
+    if not entries:
+        print("no audit entries" + (f" for {leave_id}" if leave_id else ""))
+        return 0
+    _table(rows)
     return 0
 
 

@@ -24,6 +24,7 @@ from common.limits import HeaderSizeLimit
 from common.sqlite import utcnow
 from common.tracing import TraceContext
 
+from .acting_for import ActingFor
 from .auth import EmployeeTokenVerifier, SignInOutage
 from .identity import Identities, IdentityStore
 from .leaves import LeaveService, LeaveStore
@@ -99,7 +100,8 @@ def create_app(settings: ServerSettings, database: Database | None = None) -> AS
     )
     audit_while_serving(app, leaves, metrics, settings.confirmation_ttl_seconds)
     name_the_issuer_as_set(app, settings)
-    served: ASGIApp = CountAuthFailures(SignInOutage(app), metrics)
+    acting = ActingFor(app, refused=metrics.auth_failures.labels("acting_for").inc)
+    served: ASGIApp = CountAuthFailures(SignInOutage(acting), metrics)
     # A tool call continues the caller's trace: the SDK reads it from the request's `_meta`,
     # this from the HTTP `traceparent` header (a client that sends only that).
     traced = TraceContext(served) if settings.otlp_traces_endpoint else served

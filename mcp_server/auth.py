@@ -1,5 +1,6 @@
 """Bearer tokens → employees, for the SDK's auth middleware: a token the leave system issued,
-or (with single sign-on set up) an access token from the company's identity provider."""
+or (with single sign-on set up) an access token from the company's identity provider; or a
+front end's credential and the person it names (acting_for.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .identity import IdentityStore, TokenRefused
+from . import acting_for
+from .identity import ActingForRefused, Credential, FrontEnd, IdentityStore, TokenRefused
 from .oidc import JwksUnavailable
 
 logger = logging.getLogger(__name__)
@@ -42,9 +44,9 @@ class EmployeeTokenVerifier:
     async def verify_token(self, token: str) -> AccessToken | None:
         try:
             if self._sign_in is not None and self._sign_in.accepts(token):
-                employee_id = await self._sign_in.employee_for(token)
+                credential = Credential("a sign-in", await self._sign_in.employee_for(token))
             else:
-                employee_id = await self._identities.employee_for_token(token)
+                credential = await self._identities.credential_for_token(token)
         except TokenRefused as refused:
             logger.info("bearer token refused: %s", refused)
             return None
@@ -54,7 +56,42 @@ class EmployeeTokenVerifier:
             if outage is not None:
                 outage.append(str(error))
             return None
-        return AccessToken(token=token, client_id=employee_id, scopes=[], subject=employee_id)
+        try:
+            return await self._acting(token, credential)
+        except (ActingForRefused, acting_for.NamedBadly) as refused:
+            logger.info("forwarded identity refused (%s): %s", credential.public_id, refused)
+            acting_for.refuse(str(refused))
+            return None
+
+    async def _acting(self, token: str, credential: Credential) -> AccessToken:
+        """Who acts with this sound credential: its employee, who names no one else; or, for
+        a front end's credential, the person the request names (ActingForRefused otherwise)."""
+        person = acting_for.named()
+        employee_id = credential.employee_id
+        if employee_id is not None:
+            if person is not None:
+                raise ActingForRefused(
+                    f"{acting_for.ACTING_FOR_HEADER} is taken only with a front end's "
+                    f"credential; this token is {employee_id}'s own, which acts for them alone"
+                )
+            return AccessToken(token=token, client_id=employee_id, scopes=[], subject=employee_id)
+        if person is None:
+            raise ActingForRefused(
+                f"{credential.public_id} is the front end {credential.front_end}'s credential, "
+                f"which acts only for the person a request names ({acting_for.ACTING_FOR_HEADER}"
+                "), and this request names no one"
+            )
+        employee_id = await self._identities.employee_by_email(person)
+        front_end = {"front_end": credential.front_end, "front_end_token_id": credential.public_id}
+        # client_id: the front end's credential, subject: the person; the SDK binds a session
+        # to both, so one person's session is never another's
+        return AccessToken(
+            token=token,
+            client_id=credential.public_id,
+            scopes=[],
+            subject=employee_id,
+            claims=front_end,
+        )
 
 
 # Set by SignInOutage around each request: the verifier marks in it that the identity
@@ -105,3 +142,13 @@ def current_employee_id() -> str | None:
     """The employee behind the current request, set by the auth middleware."""
     access = get_access_token()
     return access.subject if access else None
+
+
+def current_front_end() -> FrontEnd | None:
+    """The front end that acts for that employee in the current request; None when the
+    employee's own token or sign-in made it."""
+    access = get_access_token()
+    claims = access.claims if access else None
+    if not claims or not claims.get("front_end"):
+        return None
+    return FrontEnd(str(claims["front_end"]), str(claims["front_end_token_id"]))

@@ -1,6 +1,10 @@
 """Who may call: the bearer tokens the leave system issues (a life cycle: expiry, revocation,
 last use) and whether the employee behind one still works here.
 
+A token lets in its employee; a front end's credential (`issue-token --front-end NAME`) names
+no employee and lets in only the person the front end names with each request, by the email
+the HR import gave them (docs/identity.md).
+
 Tokens are stored as their SHA-256 and named by a public id, so neither the database nor a
 listing ever shows a usable secret.
 """
@@ -49,18 +53,46 @@ class TokenRefused(Exception):
     """A token that does not (or no longer) let anyone in; the reason is for the log only."""
 
 
+class ActingForRefused(Exception):
+    """A sound credential, but not for the person a request names (or for nobody): a front
+    end's credential without a person, a person's own token naming another, a person no front
+    end can act for. The reason is told to the caller, who holds that credential."""
+
+
+# A front end's name: what the audit log and list-tokens show it by.
+FRONT_END_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+@dataclass(frozen=True)
+class FrontEnd:
+    """A front end acting for a person: its name and its credential's public id."""
+
+    name: str
+    token_id: str
+
+
+@dataclass(frozen=True)
+class Credential:
+    """What a token is: an employee's (`employee_id`), or a front end's (`front_end`)."""
+
+    public_id: str
+    employee_id: str | None
+    front_end: str | None = None
+
+
 @dataclass(frozen=True)
 class TokenListing:
     """A token as `list-tokens` shows it: everything but the secret."""
 
     public_id: str
-    employee_id: str
+    employee_id: str | None
     label: str
     created_at: dt.datetime
     expires_at: dt.datetime | None
     revoked_at: dt.datetime | None
     last_used_at: dt.datetime | None
     is_demo: bool
+    front_end: str | None = None
 
     def state(self, now: dt.datetime) -> str:
         if self.revoked_at is not None:
@@ -102,6 +134,7 @@ class Identities:
                 ApiToken.expires_at,
                 ApiToken.revoked_at,
                 ApiToken.last_used_at,
+                ApiToken.front_end,
                 Employee.id,
                 Employee.active,
             )
@@ -109,9 +142,19 @@ class Identities:
             .where(ApiToken.token_sha256 == bindparam("token"))
         )
         self._token_lookup = CompiledStatement(lookup, db.engine.dialect)
+        by_email = select(Employee.id, Employee.active).where(Employee.email == bindparam("email"))
+        self._email_lookup = CompiledStatement(by_email, db.engine.dialect)
 
     def employee_for_token(self, token: str) -> str:
-        """The employee a token lets in; TokenRefused, with the reason, otherwise."""
+        """The employee a token lets in; TokenRefused, with the reason, otherwise (a front
+        end's credential lets no one in by itself)."""
+        credential = self.credential_for_token(token)
+        if credential.employee_id is None:
+            raise TokenRefused(f"{credential.public_id} is the front end {credential.front_end}'s")
+        return credential.employee_id
+
+    def credential_for_token(self, token: str) -> Credential:
+        """What a token is, if it lets anyone in; TokenRefused, with the reason, otherwise."""
         now = utcnow()
         # Every MCP request asks this: one statement on the driver's cursor, not two ORM reads
         # (which cost more CPU than the search a call then makes).
@@ -127,6 +170,7 @@ class Identities:
             expires_at,
             revoked_at,
             last_used_at,
+            front_end,
             found_employee,
             active,
         ) = row
@@ -137,10 +181,28 @@ class Identities:
             raise TokenRefused(f"{name} was revoked")
         if expires_at is not None and expires_at <= now:
             raise TokenRefused(f"{name} expired at {expires_at.isoformat()}")
-        if found_employee is None or active is False:  # None: a row older versions wrote
+        if front_end is None and (found_employee is None or active is False):
+            # active None: a row older versions wrote
             raise TokenRefused(f"{name}'s employee {employee_id} no longer works here")
         if last_used_at is None or last_used_at < now - TOUCH_EVERY:
             self._record_use(token_sha256, now)
+        if front_end is not None:
+            return Credential(name, None, str(front_end))
+        return Credential(name, str(employee_id))
+
+    def employee_by_email(self, email: str) -> str:
+        """The employee a front end names by this email (any case); ActingForRefused when no
+        one who works here has it."""
+        address = normal_email(email)
+        with self.db.cursor() as cursor:  # as the token's lookup: on every such request
+            found = self._email_lookup.first(cursor, {"email": address})
+        if found is None:
+            raise ActingForRefused(
+                f"no employee has the email {address!r} (the HR import's email column)"
+            )
+        employee_id, active = found
+        if active is False:
+            raise ActingForRefused(f"the employee with the email {address!r} has left")
         return str(employee_id)
 
     def _record_use(self, token_sha256: str, now: dt.datetime) -> None:
@@ -204,6 +266,30 @@ class Identities:
             )
         return token, public_id
 
+    def issue_front_end(
+        self, name: str, *, expires_in: dt.timedelta | None = None, label: str | None = None
+    ) -> tuple[str, str]:
+        """A new credential for a front end that acts for the people it names: (the token,
+        shown once; its public id). ValueError for a name that is not one."""
+        if not FRONT_END_NAME.fullmatch(name):
+            raise ValueError(
+                f"{name!r} is no front-end name: letters, digits, '.', '_' and '-', at most 64"
+            )
+        token = secrets.token_urlsafe(32)
+        public_id = new_token_id()
+        with self.db.write() as s:
+            s.add(
+                ApiToken(
+                    token_sha256=hash_token(token),
+                    employee_id=None,
+                    front_end=name,
+                    public_id=public_id,
+                    label=label,
+                    expires_at=utcnow() + expires_in if expires_in else None,
+                )
+            )
+        return token, public_id
+
     def tokens(self) -> list[TokenListing]:
         with self.db.read() as s:
             rows = s.scalars(select(ApiToken).order_by(ApiToken.created_at)).all()
@@ -217,6 +303,7 @@ class Identities:
                     row.revoked_at,
                     row.last_used_at,
                     row.is_demo,
+                    row.front_end,
                 )
                 for row in rows
             ]
@@ -263,10 +350,19 @@ class IdentityStore(AsyncStore):
         super().__init__(identities.db)
         self.sync = identities
 
-    async def employee_for_token(self, token: str) -> str:
-        """See Identities.employee_for_token: every MCP request asks it."""
-        return await self._read(partial(self.sync.employee_for_token, token))
+    async def credential_for_token(self, token: str) -> Credential:
+        """See Identities.credential_for_token: every MCP request asks it."""
+        return await self._read(partial(self.sync.credential_for_token, token))
+
+    async def employee_by_email(self, email: str) -> str:
+        """See Identities.employee_by_email: every request a front end makes asks it."""
+        return await self._read(partial(self.sync.employee_by_email, email))
 
     async def active_employee(self, employee_id: str) -> bool:
         """See Identities.active_employee."""
         return await self._on_thread(partial(self.sync.active_employee, employee_id))
+
+
+def normal_email(email: str) -> str:
+    """An email as it is stored and compared: without surrounding spaces, in lower case."""
+    return email.strip().lower()

@@ -2,7 +2,8 @@
 
 Every method takes the acting employee's id, scopes every read to what that employee may see,
 and raises `Refusal` when a rule says no. State changes are one transaction each, with a
-compare-and-set on the old status and an audit entry.
+compare-and-set on the old status and an audit entry, which names the front end that acted for
+the employee when one did (`front_end`).
 
 SQLite runs one writer at a time (BEGIN IMMEDIATE); PostgreSQL's READ COMMITTED lets writers
 interleave, so whatever a write decides from an earlier read is guarded here by a row lock
@@ -33,6 +34,7 @@ from common.contract import (
 from common.dbapi import CompiledStatement, Row
 from common.sqlite import utcnow
 
+from .identity import FrontEnd
 from .messages import Refusal
 from .schemas import BalanceLine, BalanceResult, LeaveView
 from .storage import (
@@ -220,7 +222,13 @@ class LeaveService:
     # -- writes -------------------------------------------------------------------------
 
     def create(
-        self, actor_id: str, leave_type: str, start_date: str, end_date: str, reason: str
+        self,
+        actor_id: str,
+        leave_type: str,
+        start_date: str,
+        end_date: str,
+        reason: str,
+        front_end: FrontEnd | None = None,
     ) -> LeaveView:
         canonical = canonical_leave_type(leave_type)
         if canonical is None:
@@ -279,12 +287,15 @@ class LeaveService:
                     to_status=LeaveStatus.DRAFT,
                     confirmation=None,
                     outcome="applied",
+                    **_through(front_end),
                 )
             )
             s.flush()
             return self._view(leave, actor, actor.id)
 
-    def change_status(self, actor_id: str, leave_id: str, requested: str) -> tuple[str, LeaveView]:
+    def change_status(
+        self, actor_id: str, leave_id: str, requested: str, front_end: FrontEnd | None = None
+    ) -> tuple[str, LeaveView]:
         """Move a leave exactly one step forward; returns the old status and the new view."""
         requested = requested.strip().lower()
         with self.db.write() as s:
@@ -314,6 +325,7 @@ class LeaveService:
                     to_status=requested,
                     confirmation=None,
                     outcome="applied",
+                    **_through(front_end),
                 )
             )
             return current, self._view(leave, owner, actor.id)
@@ -326,15 +338,19 @@ class LeaveService:
             self._require_cancellable(leave, actor)
             return self._view(leave, owner, actor.id)
 
-    def cancel_approved(self, actor_id: str, leave_id: str) -> LeaveView:
+    def cancel_approved(
+        self, actor_id: str, leave_id: str, front_end: FrontEnd | None = None
+    ) -> LeaveView:
         """approved → cancelled, restoring the balance. Call only after an accepted confirmation."""
         try:
-            return self._cancel_approved(actor_id, leave_id)
+            return self._cancel_approved(actor_id, leave_id, front_end)
         except Refusal:  # accepted, but a rule said no meanwhile (e.g. a concurrent change)
-            self.record_not_applied(actor_id, leave_id, "accepted")
+            self.record_not_applied(actor_id, leave_id, "accepted", front_end)
             raise
 
-    def _cancel_approved(self, actor_id: str, leave_id: str) -> LeaveView:
+    def _cancel_approved(
+        self, actor_id: str, leave_id: str, front_end: FrontEnd | None
+    ) -> LeaveView:
         with self.db.write() as s:
             actor = self._employee(s, actor_id)
             leave, owner = self._visible(s, actor, leave_id)
@@ -357,11 +373,18 @@ class LeaveService:
                     to_status=LeaveStatus.CANCELLED,
                     confirmation="accepted",
                     outcome="applied",
+                    **_through(front_end),
                 )
             )
             return self._view(leave, owner, actor.id)
 
-    def record_not_applied(self, actor_id: str, leave_id: str, confirmation: str) -> None:
+    def record_not_applied(
+        self,
+        actor_id: str,
+        leave_id: str,
+        confirmation: str,
+        front_end: FrontEnd | None = None,
+    ) -> None:
         """Audit an answered confirmation that changed nothing (declined, cancelled, or accepted
         but refused); the leave itself is not touched."""
         with self.db.write() as s:
@@ -377,13 +400,20 @@ class LeaveService:
                     to_status=status,
                     confirmation=confirmation,
                     outcome="not_applied",
+                    **_through(front_end),
                 )
             )
 
-    def confirmation_asked(self, actor_id: str, leave_id: str, tool: str) -> None:
+    def confirmation_asked(
+        self, actor_id: str, leave_id: str, tool: str, front_end: FrontEnd | None = None
+    ) -> None:
         """Remember a question until its answer arrives (or it is audited as abandoned)."""
         with self.db.write() as s:
-            s.add(PendingConfirmation(leave_id=leave_id, actor_id=actor_id, tool=tool))
+            s.add(
+                PendingConfirmation(
+                    leave_id=leave_id, actor_id=actor_id, tool=tool, **_through(front_end)
+                )
+            )
 
     def audit_abandoned(self, asked_before: dt.datetime) -> int:
         """Audit every confirmation asked before `asked_before` and never answered: its client
@@ -407,6 +437,8 @@ class LeaveService:
                         to_status=status,
                         confirmation="abandoned",
                         outcome="not_applied",
+                        front_end=pending.front_end,
+                        front_end_token_id=pending.front_end_token_id,
                     )
                 )
                 s.delete(pending)
@@ -561,32 +593,52 @@ class LeaveStore(AsyncStore):
         return await self._read(partial(self.sync.balance, actor_id))
 
     async def create(
-        self, actor_id: str, leave_type: str, start_date: str, end_date: str, reason: str
+        self,
+        actor_id: str,
+        leave_type: str,
+        start_date: str,
+        end_date: str,
+        reason: str,
+        front_end: FrontEnd | None = None,
     ) -> LeaveView:
         return await self._on_thread(
-            partial(self.sync.create, actor_id, leave_type, start_date, end_date, reason)
+            partial(self.sync.create, actor_id, leave_type, start_date, end_date, reason, front_end)
         )
 
     async def change_status(
-        self, actor_id: str, leave_id: str, requested: str
+        self, actor_id: str, leave_id: str, requested: str, front_end: FrontEnd | None = None
     ) -> tuple[str, LeaveView]:
         return await self._on_thread(
-            partial(self.sync.change_status, actor_id, leave_id, requested)
+            partial(self.sync.change_status, actor_id, leave_id, requested, front_end)
         )
 
     async def check_cancellable(self, actor_id: str, leave_id: str) -> LeaveView:
         return await self._on_thread(partial(self.sync.check_cancellable, actor_id, leave_id))
 
-    async def confirmation_asked(self, actor_id: str, leave_id: str, tool: str) -> None:
-        await self._on_thread(partial(self.sync.confirmation_asked, actor_id, leave_id, tool))
-
-    async def record_not_applied(self, actor_id: str, leave_id: str, confirmation: str) -> None:
+    async def confirmation_asked(
+        self, actor_id: str, leave_id: str, tool: str, front_end: FrontEnd | None = None
+    ) -> None:
         await self._on_thread(
-            partial(self.sync.record_not_applied, actor_id, leave_id, confirmation)
+            partial(self.sync.confirmation_asked, actor_id, leave_id, tool, front_end)
         )
 
-    async def cancel_approved(self, actor_id: str, leave_id: str) -> LeaveView:
-        return await self._on_thread(partial(self.sync.cancel_approved, actor_id, leave_id))
+    async def record_not_applied(
+        self,
+        actor_id: str,
+        leave_id: str,
+        confirmation: str,
+        front_end: FrontEnd | None = None,
+    ) -> None:
+        await self._on_thread(
+            partial(self.sync.record_not_applied, actor_id, leave_id, confirmation, front_end)
+        )
+
+    async def cancel_approved(
+        self, actor_id: str, leave_id: str, front_end: FrontEnd | None = None
+    ) -> LeaveView:
+        return await self._on_thread(
+            partial(self.sync.cancel_approved, actor_id, leave_id, front_end)
+        )
 
     async def audit_abandoned(self, asked_before: dt.datetime) -> int:
         return await self._on_thread(partial(self.sync.audit_abandoned, asked_before))
@@ -594,6 +646,13 @@ class LeaveStore(AsyncStore):
     async def ping(self) -> None:
         """Whether the leave database answers (raises if not)."""
         await self._on_thread(self.sync.db.ping)
+
+
+def _through(front_end: FrontEnd | None) -> dict[str, str | None]:
+    """The audit columns naming the front end that acted for the actor (none: NULL)."""
+    if front_end is None:
+        return {"front_end": None, "front_end_token_id": None}
+    return {"front_end": front_end.name, "front_end_token_id": front_end.token_id}
 
 
 def next_steps(status: str, owner_id: str, manager_id: str | None, actor_id: str) -> list[str]:

@@ -58,7 +58,8 @@ class ServerMetrics:
         )
         self.auth_failures = Counter(
             "leave_mcp_auth_failures",
-            "Requests refused with HTTP 401, by reason (missing, invalid).",
+            "Requests refused with HTTP 401, by reason (missing, invalid), or 403 for the person "
+            "they name (acting_for: docs/identity.md).",
             ["reason"],
             registry=self.registry,
         )
@@ -79,5 +80,5 @@ class ServerMetrics:
             self.elicitations.labels(outcome)
         for rule in RULES:
             self.rule_refusals.labels(rule)
-        for reason in ("missing", "invalid"):
+        for reason in ("missing", "invalid", "acting_for"):
             self.auth_failures.labels(reason)

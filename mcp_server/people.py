@@ -3,7 +3,9 @@ balances, created or updated (a second import of the same file changes nothing).
 
 The file is CSV, UTF-8, with a header: `employee_id`, `name`, `manager_id` (empty for the top
 of the company), one column per leave type holding the remaining days (named as the leave
-types are: 特休, 病假, …), and optionally `active` (true/false: false for someone who left).
+types are: 特休, 病假, …), and optionally `active` (true/false: false for someone who left) and
+`email` (the address a chat front end names the person by when it acts for them: unique,
+whatever its case; docs/identity.md).
 Every row is checked before anything is written, and every problem is reported at once; one
 bad row and nothing is written.
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 import shutil
 import sys
 import tempfile
@@ -33,8 +36,9 @@ from common.contract import LEAVE_TYPES
 from .storage import Balance, Database, Employee
 
 REQUIRED = ("employee_id", "name", "manager_id")
-OPTIONAL = ("active",)
-MAX_ID, MAX_NAME = 32, 100  # the columns' lengths
+OPTIONAL = ("active", "email")
+MAX_ID, MAX_NAME, MAX_EMAIL = 32, 100, 254  # the columns' lengths
+EMAIL = re.compile(r"[^@\s]+@[^@\s]+")
 # No leave balance comes near a year of days (2,928 hours at 8 h a day): a bigger number is a
 # wrong column, unit or export, and ever bigger ones overflow to inf once made hours.
 MAX_BALANCE_DAYS = 366
@@ -82,6 +86,7 @@ class Person:
     manager_id: str | None
     balances: dict[str, float]  # only the types whose cell is filled in
     active: bool | None  # None: the file does not say
+    email: str | None = None  # in lower case; None: the file does not say
 
 
 @dataclass
@@ -109,7 +114,7 @@ def run(db: Database, path: Path, *, dry_run: bool = False) -> Changes:
         try:
             with db.write() as s:
                 known = dict(s.execute(select(Employee.id, Employee.manager_id)).tuples().all())
-                header = _check(source, str(path), known)
+                header = _check(source, str(path), known, _EmailCheck(s))
                 changes = _apply(s, _people(source, str(path), header))
                 if dry_run:
                     raise _RolledBack(changes)  # leaving the transaction by an error undoes it
@@ -191,10 +196,47 @@ def _records(source: IO[bytes], name: str, problems: _Problems) -> Iterator[tupl
         line += 1
 
 
-def _check(source: IO[bytes], name: str, known: dict[str, str | None]) -> list[str]:
+class _EmailCheck:
+    """Whether each email stays one person's after the import: given twice in the file, or
+    to someone while the database keeps it another's (read only when the file has emails)."""
+
+    def __init__(self, s: Session) -> None:
+        self._session = s
+        self._held: dict[str, str] | None = None  # email → employee, in the database now
+        self._given: dict[str, tuple[int, str]] = {}  # email → (line, employee), in the file
+        self._keeping: set[str] = set()  # employees whose row leaves their email as it is
+
+    def add(self, person: Person) -> str | None:
+        if person.email is None:
+            self._keeping.add(person.employee_id)
+            return None
+        first = self._given.setdefault(person.email, (person.line, person.employee_id))
+        if first[1] != person.employee_id:
+            return f"line {person.line}: email {person.email} is on line {first[0]} too"
+        return None
+
+    def problems(self, people: dict[str, tuple[int, str | None]]) -> list[str]:
+        """The emails the file gives that someone it does not change keeps."""
+        if not self._given:
+            return []
+        holders = select(Employee.email, Employee.id).where(Employee.email.is_not(None))
+        held = {email: holder for email, holder in self._session.execute(holders)}
+        found = []
+        for email, (line, employee_id) in self._given.items():
+            holder = held.get(email)
+            keeps = holder is not None and (holder not in people or holder in self._keeping)
+            if keeps and holder != employee_id:
+                found.append(f"line {line}: email {email} is {holder}'s in the leave database")
+        return found
+
+
+def _check(
+    source: IO[bytes], name: str, known: dict[str, str | None], emails: _EmailCheck
+) -> list[str]:
     """The header, after a pass over the whole file finding every problem: each row on its
     own, duplicates, and unknown managers and manager cycles in the company as it would be
-    after the import (`known`: employee → manager as the database has it now)."""
+    after the import (`known`: employee → manager as the database has it now), and emails
+    that would be two people's."""
     problems = _Problems()
     records = _records(source, name, problems)
     header = [cell.strip() for cell in next(records, (1, []))[1]]
@@ -218,12 +260,15 @@ def _check(source: IO[bytes], name: str, known: dict[str, str | None]) -> list[s
                 f"line {line}: employee_id {person.employee_id} is on line "
                 f"{seen[person.employee_id][0]} too"
             )
-        else:
-            seen[person.employee_id] = (line, person.manager_id)
+            continue
+        seen[person.employee_id] = (line, person.manager_id)
+        said_email = emails.add(person)
+        if said_email is not None:
+            problems.add(said_email)
     if not seen and not problems.count:
         problems.add("line 2: the file has no employees")
-    if not problems.unread:  # else a manager may be on a line not read
-        for problem in _manager_problems(seen, known):
+    if not problems.unread:  # else a manager (or an email's holder) may be on a line not read
+        for problem in _manager_problems(seen, known) + emails.problems(seen):
             problems.add(problem)
     problems.refuse()
     return header
@@ -299,10 +344,14 @@ def _person(line: int, header: list[str], cells: list[str]) -> tuple[Person | No
         if flag not in TRUE | FALSE:
             problems.append(f"line {line}: active {row['active']!r} is neither true nor false")
         active = flag in TRUE
+    email = row.get("email", "").lower() or None
+    if email is not None and (len(email) > MAX_EMAIL or not EMAIL.fullmatch(email)):
+        problems.append(f"line {line}: email {email[:80]!r} is no email address")
+        email = None
     if not employee_id or len(employee_id) > MAX_ID:
         return None, problems
     manager = row["manager_id"] or None
-    return Person(line, employee_id, name, manager, balances, active), problems
+    return Person(line, employee_id, name, manager, balances, active, email), problems
 
 
 def _manager_problems(
@@ -350,10 +399,18 @@ def _batches(items: Iterable[T], size: int) -> Iterator[list[T]]:
         yield batch
 
 
+@dataclass
+class _Later:
+    """What is set once every employee is written: managers (a manager may be a row further
+    down) and emails (two people may swap theirs: each is unique at every statement)."""
+
+    managers: list[tuple[str, str | None]] = field(default_factory=list)
+    emails: list[tuple[str, str]] = field(default_factory=list)
+
+
 def _apply(s: Session, people: Iterator[Person]) -> Changes:
     changes = Changes()
-    # Managers are set last: a manager may be a row further down, not yet written.
-    managers: list[tuple[str, str | None]] = []
+    later = _Later()
     for batch in _batches(people, BATCH):
         ids = [p.employee_id for p in batch]
         existing = {e.id: e for e in s.scalars(select(Employee).where(Employee.id.in_(ids)))}
@@ -370,11 +427,11 @@ def _apply(s: Session, people: Iterator[Person]) -> Changes:
         for person in batch:
             employee = existing[person.employee_id]
             if person.employee_id in new:
-                _update(s, employee, person, balances, managers)
+                _update(s, employee, person, balances, later)
                 changes.created += 1
                 changes.lines.write(f"+ {person.employee_id} {person.name}: {_described(person)}\n")
                 continue
-            said = _update(s, employee, person, balances, managers)
+            said = _update(s, employee, person, balances, later)
             if said:
                 changes.updated += 1
                 changes.lines.write(f"~ {person.employee_id}: {'; '.join(said)}\n")
@@ -382,8 +439,14 @@ def _apply(s: Session, people: Iterator[Person]) -> Changes:
                 changes.unchanged += 1
         s.flush()
         s.expunge_all()  # written: the session need not hold them any more
-    for chunk in _batches(managers, BATCH):
+    for chunk in _batches(later.managers, BATCH):
         s.execute(update(Employee), [{"id": e, "manager_id": m} for e, m in chunk])
+    for given in (False, True):  # every changed email let go first, then given
+        for emails in _batches(later.emails, BATCH):
+            rows: list[dict[str, str | None]] = [
+                {"id": e, "email": email if given else None} for e, email in emails
+            ]
+            s.execute(update(Employee), rows)
     return changes
 
 
@@ -392,17 +455,20 @@ def _update(
     employee: Employee,
     person: Person,
     balances: dict[tuple[str, str], Balance],
-    managers: list[tuple[str, str | None]],
+    later: _Later,
 ) -> list[str]:
-    """Bring one employee in line with the file; what changed, as words. A new manager is
-    added to `managers`, to be set once every employee is written."""
+    """Bring one employee in line with the file; what changed, as words. A new manager or
+    email is added to `later`, to be set once every employee is written."""
     said = []
     if employee.name != person.name:
         said.append(f"name {employee.name} → {person.name}")
         employee.name = person.name
     if employee.manager_id != person.manager_id:
         said.append(f"manager {employee.manager_id or '—'} → {person.manager_id or '—'}")
-        managers.append((person.employee_id, person.manager_id))
+        later.managers.append((person.employee_id, person.manager_id))
+    if person.email is not None and employee.email != person.email:
+        said.append(f"email {employee.email or '—'} → {person.email}")
+        later.emails.append((person.employee_id, person.email))
     if person.active is not None and employee.is_active != person.active:
         said.append("reactivated" if person.active else "deactivated (left the company)")
         employee.active = person.active
@@ -430,7 +496,9 @@ def _update(
 def _described(person: Person) -> str:
     manager = f"manager {person.manager_id}" if person.manager_id else "no manager"
     days = ", ".join(f"{t} {d:g}" for t, d in person.balances.items())
-    return f"{manager}; {days or 'no balances'}" + ("; inactive" if person.active is False else "")
+    email = f"; {person.email}" if person.email else ""
+    inactive = "; inactive" if person.active is False else ""
+    return f"{manager}; {days or 'no balances'}{email}{inactive}"
 
 
 def report(changes: Changes, *, dry_run: bool) -> Iterator[str]:

@@ -35,6 +35,12 @@ EMPLOYEES = [
     ("E002", "李小華", "M001"),
 ]
 START_BALANCE = {"特休": 14.0, "病假": 30.0, "事假": 14.0, "補休": 2.0}
+# What a front end acting for the demo employees names them by (docs/identity.md).
+DEMO_EMAILS = {
+    "M001": "meiling.chen@example.com",
+    "E001": "xiaoming.wang@example.com",
+    "E002": "xiaohua.li@example.com",
+}
 
 # (owner, type, weeks from the coming Monday, weekday offset, length in days, status, reason)
 LEAVES = [
@@ -60,7 +66,15 @@ def seed(db: Database, *, reset: bool = False, today: dt.date | None = None) -> 
         if s.scalars(select(Employee).limit(1)).first() is not None:
             return False
         for employee_id, name, manager_id in EMPLOYEES:
-            s.add(Employee(id=employee_id, name=name, manager_id=manager_id, source="demo"))
+            s.add(
+                Employee(
+                    id=employee_id,
+                    name=name,
+                    manager_id=manager_id,
+                    source="demo",
+                    email=DEMO_EMAILS.get(employee_id),
+                )
+            )
         s.flush()
         balances = {e: dict(START_BALANCE) for e, _, _ in EMPLOYEES}
         for owner, leave_type, weeks, offset, length, status, reason in LEAVES:

@@ -59,6 +59,9 @@ class Employee(Base):
     active: Mapped[bool | None] = mapped_column(default=True)
     # "demo" (the seed step) or "import" (the company's own file)
     source: Mapped[str | None] = mapped_column(String(16))
+    # The address a front end names the person by when it acts for them (identity.py), in
+    # lower case: unique, compared without regard to case. None: no front end can act for them.
+    email: Mapped[str | None] = mapped_column(String(254), index=True, unique=True)
 
     @property
     def is_active(self) -> bool:
@@ -70,7 +73,8 @@ class ApiToken(Base):
 
     # SHA-256 of the bearer token: a leaked database does not leak usable tokens.
     token_sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
-    employee_id: Mapped[str] = mapped_column(ForeignKey("employees.id"), index=True)
+    # The employee the token lets in; None for a front end's credential (`front_end`).
+    employee_id: Mapped[str | None] = mapped_column(ForeignKey("employees.id"), index=True)
     is_demo: Mapped[bool] = mapped_column(default=False)
     created_at: Mapped[dt.datetime] = mapped_column(UtcDateTime, default=utcnow)
     # What list-tokens and revoke-token name a token by: never the secret, nor its hash.
@@ -79,6 +83,9 @@ class ApiToken(Base):
     expires_at: Mapped[dt.datetime | None] = mapped_column(UtcDateTime)
     revoked_at: Mapped[dt.datetime | None] = mapped_column(UtcDateTime)
     last_used_at: Mapped[dt.datetime | None] = mapped_column(UtcDateTime)
+    # Set: the credential of this front end (a chat front end's name), which names no employee
+    # and acts only for the person it forwards with each request (identity.py).
+    front_end: Mapped[str | None] = mapped_column(String(64))
 
 
 class Leave(Base):
@@ -119,6 +126,10 @@ class AuditEntry(Base):
     confirmation: Mapped[str | None] = mapped_column(String(16))
     # applied | not_applied
     outcome: Mapped[str] = mapped_column(String(16))
+    # The front end that acted for the actor, and its credential's id; NULL: the actor's own
+    # token or sign-in.
+    front_end: Mapped[str | None] = mapped_column(String(64))
+    front_end_token_id: Mapped[str | None] = mapped_column(String(24))
 
 
 class PendingConfirmation(Base):
@@ -133,6 +144,9 @@ class PendingConfirmation(Base):
     actor_id: Mapped[str] = mapped_column(String(32))
     tool: Mapped[str] = mapped_column(PlainString(64))
     asked_at: Mapped[dt.datetime] = mapped_column(UtcDateTime, default=utcnow, index=True)
+    # as AuditEntry's: the abandoned question's audit entry names them too
+    front_end: Mapped[str | None] = mapped_column(String(64))
+    front_end_token_id: Mapped[str | None] = mapped_column(String(24))
 
 
 class Database:

@@ -28,7 +28,7 @@ from pydantic import BaseModel, Field, ValidationError
 from common.contract import LeaveStatus, RefusalCode, ToolName
 from common.unicode import lone_surrogate_at, surrogate_message
 
-from .auth import current_employee_id
+from .auth import current_employee_id, current_front_end
 from .leaves import MAX_KEYWORD_CHARS, MAX_KEYWORD_WORDS, LeaveService, LeaveStore
 from .messages import CONFIRM_QUESTION, Refusal
 from .metrics import UNKNOWN_TOOL_LABEL, ServerMetrics
@@ -299,7 +299,9 @@ async def create_leave(
     return await run(
         context,
         ToolName.CREATE_LEAVE,
-        lambda: context.service.create(actor(), leave_type, start_date, end_date, reason),
+        lambda: context.service.create(
+            actor(), leave_type, start_date, end_date, reason, current_front_end()
+        ),
     )
 
 
@@ -326,7 +328,9 @@ async def update_leave_status(
     context = tool_context(ctx)
 
     async def work() -> StatusChange:
-        old, view = await context.service.change_status(actor(), leave_id, status)
+        old, view = await context.service.change_status(
+            actor(), leave_id, status, current_front_end()
+        )
         return StatusChange(
             leave_id=view.leave_id, from_status=old, to_status=view.status, leave=view
         )
@@ -346,7 +350,7 @@ async def ask_to_cancel(leave_id: str, ctx: Context) -> Elicit[CancelConfirmatio
         return _Refused(refusal)
     if not ctx.input_responses:
         await context.service.confirmation_asked(
-            employee_id, view.leave_id, ToolName.CANCEL_APPROVED_LEAVE
+            employee_id, view.leave_id, ToolName.CANCEL_APPROVED_LEAVE, current_front_end()
         )
     question = CONFIRM_QUESTION[context.language].format(**view.model_dump())
     return Elicit(question, CancelConfirmation)
@@ -380,14 +384,16 @@ async def cancel_approved_leave(
         outcome = "cancelled" if isinstance(confirmation, CancelledElicitation) else "declined"
         context.metrics.elicitations.labels(outcome).inc()
         employee_id = actor()
-        await context.service.record_not_applied(employee_id, leave_id, outcome)
+        await context.service.record_not_applied(
+            employee_id, leave_id, outcome, current_front_end()
+        )
         return refused(
             context, tool, Refusal(RefusalCode(f"confirmation_{outcome}"), leave_id=leave_id)
         )
     context.metrics.elicitations.labels("accepted").inc()
 
     async def work() -> CancelResult:
-        view = await context.service.cancel_approved(actor(), leave_id)
+        view = await context.service.cancel_approved(actor(), leave_id, current_front_end())
         return CancelResult(
             leave_id=view.leave_id,
             from_status=LeaveStatus.APPROVED,

@@ -1,4 +1,5 @@
-"""Who is calling: the bearer token, accepted by the leave MCP server (and cheap to refuse)."""
+"""Who is calling: the bearer token, accepted by the leave MCP server (and cheap to refuse); a
+front end's credential with the person it forwards (forwarded.py)."""
 
 import logging
 import re
@@ -10,9 +11,11 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from common.credentials import hash_token
 
+from ..acting_for import acting, owner_key
 from ..auth_guard import FailureLimiter, RejectedTokens
-from ..mcp_pool import McpUnauthorized, McpUnavailable
+from ..mcp_pool import McpForbidden, McpUnauthorized, McpUnavailable
 from ..runs import RunManager
+from .forwarded import BadForwarding, forwarded_person
 
 logger = logging.getLogger(__name__)
 # RFC 6750 b64token: what a bearer token may contain; anything else is refused before it is
@@ -32,8 +35,9 @@ BEARER = HTTPBearer(
 
 @dataclass(frozen=True)
 class User:
+    # the bearer token; a front end's with the person it acts for (loop/acting_for.py)
     token: str
-    key: str  # the token's hash: what runs and sessions are owned by
+    key: str  # who runs and sessions are owned by: the token's hash, or the person it acts for
 
 
 @dataclass(frozen=True)
@@ -53,13 +57,18 @@ async def current_user(
 ) -> User:
     if credentials is None:  # no Authorization header, another scheme, or no token after it
         raise HTTPException(401, "missing bearer token", {"WWW-Authenticate": "Bearer"})
-    token = credentials.credentials
+    bearer = credentials.credentials
+    try:
+        person = forwarded_person(request.headers)
+    except BadForwarding as error:
+        raise HTTPException(400, str(error)) from None
+    token = bearer if person is None else acting(bearer, person)
     # The token is never compared as a string (no timing side channel to close with
     # hmac.compare_digest): the open connections and refused tokens are found by its SHA-256
     # as a dict key, and the leave MCP server looks that hash up by primary key.
     manager = manager_of(request)
     if manager.pool.has_open(token):  # accepted before: costs nothing to let through
-        return User(token=token, key=hash_token(token))
+        return User(token=token, key=owner_key(token))
     guard: AuthGuard = request.app.state.auth_guard
     client = request.client.host if request.client else "unknown"
     wait = guard.limiter.retry_after(client)
@@ -72,13 +81,15 @@ async def current_user(
         guard.limiter.failed(client)
         return HTTPException(401, detail, {"WWW-Authenticate": "Bearer"})
 
-    if not BEARER_TOKEN.fullmatch(token):
+    if not BEARER_TOKEN.fullmatch(bearer):
         raise refused("malformed bearer token")
     key = hash_token(token)
     if key in guard.rejected:
         raise refused("the leave system does not accept this token")
     try:
         await manager.authenticate(token)
+    except McpForbidden as error:  # a sound token, not for the person named: nothing to limit
+        raise HTTPException(403, str(error)) from None
     except McpUnauthorized:
         guard.rejected.add(key)
         raise refused("the leave system does not accept this token") from None
@@ -88,7 +99,7 @@ async def current_user(
         raise HTTPException(
             503, "the leave MCP server is unavailable", {"Retry-After": str(wait)}
         ) from None
-    return User(token=token, key=key)
+    return User(token=token, key=owner_key(token))
 
 
 Authenticated = Annotated[User, Depends(current_user)]

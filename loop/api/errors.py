@@ -35,8 +35,12 @@ class OpenAIError(BaseModel):
 
 ERROR_MEANINGS = {
     400: "The chat is malformed, not JSON, or asks for what the facade does not support (the "
-    "message names the field).",
+    "message names the field); on any route: a forwarded identity that names no one or two "
+    "people (the message names the header).",
     401: "Missing, malformed or refused bearer token.",
+    403: "The leave system took the bearer token, but not for the person the request forwards "
+    "(a front end's credential forwarding no one, or someone it cannot act for; a person's own "
+    "token forwarding anyone): the message says which (docs/identity.md).",
     404: "No such run, confirmation or model (for the caller).",
     409: "The confirmation was already answered, or the run_id is taken (by another user, or "
     "by a run still streaming to another request); on the facade: the conversation id is "
@@ -48,7 +52,7 @@ ERROR_MEANINGS = {
     "did not run); on the facade also: the model could not answer a housekeeping request, or "
     "the confirmation answered waits on another loop instance.",
 }
-AUTH_ERRORS = (401, 429, 503)
+AUTH_ERRORS = (400, 401, 403, 429, 503)
 # The OpenAI clients' names for these statuses (as vLLM answers them), else the status's own.
 OPENAI_ERROR_TYPES = {
     400: "BadRequestError",

@@ -27,10 +27,15 @@ MCP_HEADERS = {"Accept": "application/json, text/event-stream"}
 
 @asynccontextmanager
 async def session(
-    url: str, token: str, mode: str, elicitations: Elicitations | None = None
+    url: str,
+    token: str,
+    mode: str,
+    elicitations: Elicitations | None = None,
+    headers: dict[str, str] | None = None,
 ) -> AsyncIterator[Client]:
+    """`headers`: more on every request (a front end names the person it acts for)."""
     async with (
-        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http,
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}", **(headers or {})}) as http,
         Client(
             streamable_http_client(url, http_client=http),
             mode=mode,

@@ -15,6 +15,7 @@ from common.entrypoint import load_settings
 from common.sqlite import utcnow
 from mcp_server.auth import EmployeeTokenVerifier
 from mcp_server.identity import (
+    Credential,
     Identities,
     IdentityStore,
     InactiveEmployee,
@@ -46,13 +47,13 @@ async def test_the_token_is_looked_up_in_place_only_where_reads_never_wait(
     monkeypatch.setattr(database, "reads_in_place", in_place)
     identities = Identities(database)
     looked_up_on: list[int] = []
-    lookup = identities.employee_for_token
+    lookup = identities.credential_for_token
 
-    def recorded(token: str) -> str:
+    def recorded(token: str) -> Credential:
         looked_up_on.append(threading.get_ident())
         return lookup(token)
 
-    monkeypatch.setattr(identities, "employee_for_token", recorded)
+    monkeypatch.setattr(identities, "credential_for_token", recorded)
     found = await EmployeeTokenVerifier(IdentityStore(identities)).verify_token(
         "demo-token-employee"
     )

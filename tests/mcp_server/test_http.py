@@ -262,8 +262,12 @@ async def test_fifty_concurrent_conflicting_decisions_apply_exactly_once(mcp_url
 
     applied = [r for r in results if not r.is_error]
     assert len(results) == 50 and len(applied) == 1
-    assert {error_code(r) for r in results if r.is_error} <= {"wrong_step", "conflict"}
     winner = applied[0].structured_content["to_status"]
+    # a decision that reads the leave after the winner committed finds it decided: rejected
+    # (wrong_step), or approved (use_cancel_tool, the one way on from there); on PostgreSQL
+    # about one run in two has such a late one
+    late = "use_cancel_tool" if winner == "approved" else "wrong_step"
+    assert {error_code(r) for r in results if r.is_error} <= {"conflict", late}
     async with session(mcp_url, "demo-token-other", "auto") as client:
         now = (await find(client, leave_id))[0]
         balance_after = await client.call_tool("get_leave_balance", {})

@@ -11,16 +11,16 @@ from sqlalchemy import create_engine
 
 from common.credentials import hash_token
 from common.migrations import compare, current_revision
-from mcp_server.identity import Identities
+from mcp_server.identity import FrontEnd, Identities
 from mcp_server.leaves import LeaveService
 from mcp_server.migrations import MIGRATIONS
 from mcp_server.seed import seed
-from mcp_server.storage import Base, Database
+from mcp_server.storage import Base, Database, Employee
 from tests.schemas import shipped
 from tests.support import run_to_exit
 
 CREATED = dt.datetime(2026, 1, 5, 9, 30, tzinfo=dt.UTC)
-REVISIONS = ["m0001", "m0002", "m0003"]
+REVISIONS = ["m0001", "m0002", "m0003", "m0004"]
 OLD_TOKENS = ("token-of-e001", "token-of-m001")
 # Rows as an older server wrote them; each schema takes the columns it had.
 ROWS = {
@@ -100,7 +100,16 @@ def test_a_database_every_shipped_server_made_is_upgraded_with_its_rows(
         (old,) = service.search("E001", "家庭旅遊", None)
         assert (old.leave_id, old.days, old.status) == ("L-OLD-1", 2.0, "draft")
         assert [e.to_status for e in service.audit_trail("L-OLD-1")] == ["draft"]
-        # the newest columns take writes: an employee who left
+        # the newest columns take writes: a front end's credential (no employee of its own)
+        # acting for a person by their email, and the audit entry naming it
+        token, public_id = identities.issue_front_end("open-webui")
+        with database.write() as s:
+            s.get(Employee, "E001").email = "e001@example.com"
+        assert identities.credential_for_token(token).front_end == "open-webui"
+        assert identities.employee_by_email("E001@example.com") == "E001"
+        service.create("E001", "特休", "2026-03-02", "2026-03-02", "新", FrontEnd("x", public_id))
+        assert service.audit_trail(service.search("E001", "新", None)[0].leave_id)[0].front_end
+        # an employee who left
         assert identities.deactivate("E001") is True
         assert not identities.active_employee("E001")
     finally:
@@ -132,7 +141,7 @@ def test_the_schema_command_names_the_revision_and_changes_nothing(tmp_path):
     assert run_to_exit(["mcp_server", "schema"], env) == (
         0,
         "the leave database: no schema version (empty, or made before migrations); the next "
-        "start applies m0001, m0002, m0003\n",
+        "start applies m0001, m0002, m0003, m0004\n",
     )
     assert run_to_exit(["mcp_server", "seed"], env)[0] == 0
     assert run_to_exit(["mcp_server", "schema"], env) == (

@@ -360,3 +360,58 @@ def test_remove_demo_data_says_which_demo_manager_it_kept_and_who_reports_to_the
     assert cli(db_url, "remove-demo-data") == (
         0, "removed 0 demo token(s) and 1 demo employee(s) (M001)\n"
     )  # fmt: skip
+
+
+def emails(db_url: str) -> dict[str, str | None]:
+    db = Database(db_url)
+    try:
+        with db.read() as s:
+            return {e: email for e, email in s.execute(select(Employee.id, Employee.email))}
+    finally:
+        db.dispose()
+
+
+def test_an_email_column_names_each_person_for_front_ends_in_lower_case(tmp_path, db_url):
+    """The address a chat front end names a person by (docs/identity.md): stored in lower case,
+    an empty cell leaves it as it is, and two people may swap theirs in one file."""
+    export = tmp_path / "people.csv"
+    export.write_text(
+        HEADER.replace("\n", ",email\n")
+        + "C100,林大為,,15,30,14,0,Da-Wei.Lin@Example.COM\nC200,黃淑芬,C100,12,30,14,1,\n"
+    )
+    status, said = cli(db_url, "import", str(export))
+    assert status == 0, said
+    assert (
+        "+ C100 林大為: no manager; 特休 15, 病假 30, 事假 14, 補休 0; da-wei.lin@example.com"
+        in said
+    )
+    assert (emails(db_url)["C100"], emails(db_url)["C200"]) == ("da-wei.lin@example.com", None)
+    export.write_text(
+        HEADER.replace("\n", ",email\n")
+        + "C100,林大為,,15,30,14,0,shufen@example.com\nC200,黃淑芬,C100,12,30,14,1,"
+        "da-wei.lin@example.com\n"
+    )
+    said = cli(db_url, "import", str(export))[1]
+    assert "~ C100: email da-wei.lin@example.com → shufen@example.com" in said, said
+    assert "~ C200: email — → da-wei.lin@example.com" in said
+    found = emails(db_url)
+    assert (found["C100"], found["C200"]) == ("shufen@example.com", "da-wei.lin@example.com")
+    assert "nothing to do" in cli(db_url, "import", str(export))[1]
+
+
+def test_an_email_that_would_be_two_peoples_or_is_none_is_refused(tmp_path, db_url):
+    export = tmp_path / "people.csv"
+    header = HEADER.replace("\n", ",email\n")
+    export.write_text(
+        header
+        + "C100,林大為,,15,30,14,0,a@example.com\nC200,黃淑芬,C100,12,30,14,1,A@example.com\n"
+        "C201,張志明,C200,7,28,14,0,not-an-address\n"
+        "C202,陳小芳,C200,7,28,14,0,xiaoming.wang@example.com\n"
+    )
+    status, said = cli(db_url, "import", str(export))
+    assert status == 2
+    assert "line 3: email a@example.com is on line 2 too" in said
+    assert "line 4: email 'not-an-address' is no email address" in said
+    # a demo employee the file leaves alone keeps theirs
+    assert "line 5: email xiaoming.wang@example.com is E001's in the leave database" in said
+    assert "C100" not in emails(db_url)
