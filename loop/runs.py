@@ -58,6 +58,7 @@ from .mcp_pool import (
 )
 from .metrics import LoopMetrics
 from .model import current_session
+from .owners import owner_key
 from .store import RunRecord, RunStore
 from .tracing import run_finished, run_span
 from .views import run_of_record, running_run, running_summary, summary_of_record
@@ -303,7 +304,7 @@ class RunManager:
     async def authenticate(self, token: str) -> str:
         """The user key for a token the MCP server accepts (raises McpUnauthorized)."""
         await self.pool.connection(token)
-        return hash_token(token)
+        return owner_key(token)
 
     async def start(
         self,
@@ -326,7 +327,7 @@ class RunManager:
                 raise RunIdInUse(run_id)
         run = ActiveRun(
             id=run_id or f"run_{secrets.token_hex(8)}",
-            user_key=hash_token(token),
+            user_key=owner_key(token),
             session_id=session_id or _new_session_id(),
             input=user_input,
             confirm=confirm,

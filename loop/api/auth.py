@@ -12,6 +12,7 @@ from common.credentials import hash_token
 
 from ..auth_guard import FailureLimiter, RejectedTokens
 from ..mcp_pool import McpUnauthorized, McpUnavailable
+from ..owners import owner_key
 from ..runs import RunManager
 
 logger = logging.getLogger(__name__)
@@ -33,7 +34,7 @@ BEARER = HTTPBearer(
 @dataclass(frozen=True)
 class User:
     token: str
-    key: str  # the token's hash: what runs and sessions are owned by
+    key: str  # who runs and sessions are owned by: loop/owners.py
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ async def current_user(
     # as a dict key, and the leave MCP server looks that hash up by primary key.
     manager = manager_of(request)
     if manager.pool.has_open(token):  # accepted before: costs nothing to let through
-        return User(token=token, key=hash_token(token))
+        return User(token=token, key=owner_key(token))
     guard: AuthGuard = request.app.state.auth_guard
     client = request.client.host if request.client else "unknown"
     wait = guard.limiter.retry_after(client)
@@ -78,7 +79,7 @@ async def current_user(
     if key in guard.rejected:
         raise refused("the leave system does not accept this token")
     try:
-        await manager.authenticate(token)
+        owner = await manager.authenticate(token)
     except McpUnauthorized:
         guard.rejected.add(key)
         raise refused("the leave system does not accept this token") from None
@@ -88,7 +89,7 @@ async def current_user(
         raise HTTPException(
             503, "the leave MCP server is unavailable", {"Retry-After": str(wait)}
         ) from None
-    return User(token=token, key=key)
+    return User(token=token, key=owner)
 
 
 Authenticated = Annotated[User, Depends(current_user)]
