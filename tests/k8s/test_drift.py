@@ -33,7 +33,10 @@ K8S_ONLY_ROUTER_FLAGS = {
 COMPOSE_ONLY_ROUTER_FLAGS = {"--worker-urls"}
 # Where the GPU overlays differ from deploy/.env.example's development defaults on purpose: a
 # cluster's database is the site's, so no demo data goes into it (the sim overlay keeps compose's).
-K8S_PRODUCTION_SETTINGS = {"mcp-server": {"MCP_ENV": "production"}, "loop": {}}
+K8S_PRODUCTION_SETTINGS = {
+    "mcp-server": {"MCP_ENV": "production"},
+    "loop": {"LOOP_CHAT_DEMO_SIGN_IN": "false"},  # production: no demo employees offered
+}
 
 
 @cache
