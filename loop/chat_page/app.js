@@ -275,8 +275,9 @@ function onEvent(turn, name, data) {
 }
 
 // A finished run as the loop recorded it: its steps (again: the record is the truth), its
-// answer, and how it ended when it did not simply answer.
-function finish(turn, run) {
+// answer, and how it ended when it did not simply answer. `live`: it ended just now (not one
+// read back after a reload), so a refused sign-in is the person's to act on now.
+function finish(turn, run, live = true) {
   turn.runId = run.id;
   for (const step of run.steps ?? []) {
     if (step.type === 'tool') turn.toolFinished(step.tool_call_id, step.name, step);
@@ -285,7 +286,7 @@ function finish(turn, run) {
   const ended = words.runEnded(run);
   if (ended) turn.note(ended, run.status !== 'cancelled');
   turn.done();
-  if (words.reasonCode(run.reason) === 'sign_in_refused') signInAgainFor(turn.input);
+  if (live && words.reasonCode(run.reason) === 'sign_in_refused') signInAgainFor(turn.input);
 }
 
 // After the stream ended without run.finished (the connection or the loop went away): read
@@ -387,7 +388,7 @@ async function restore() {
       for (const question of run.confirmations ?? []) turn.ask(question, false);
       waiting.push(turn);
     } else {
-      finish(turn, run);
+      finish(turn, run, false);
     }
   }
   // a run still waiting on a question: follow it (the page stays busy until it ends)
