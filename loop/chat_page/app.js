@@ -139,10 +139,13 @@ class Turn {
     this.cards.find((c) => c.open)?.resolve(outcome);
   }
 
+  // The run ended; a question it never said the end of (read back, not streamed) is closed
+  // with the answer this page sent to it, if any.
   done() {
     this.finished = true;
     this.working.remove();
-    for (const card of this.cards) if (card.open) card.resolve('ended');
+    const outcomes = { accept: 'accepted', decline: 'declined' };
+    for (const card of this.cards) if (card.open) card.resolve(outcomes[card.sent] ?? 'ended');
   }
 }
 
@@ -300,10 +303,12 @@ async function follow(turn) {
       const run = await page.api.run(turn.runId);
       if (run.status !== 'running') {
         note.remove();
-        finish(turn, run);
+        following(() => finish(turn, run));
         return;
       }
-      for (const question of run.confirmations ?? []) turn.ask(question, false);
+      following(() => {
+        for (const question of run.confirmations ?? []) turn.ask(question, false);
+      });
     } catch (error) {
       if (error instanceof SignInNeeded) {
         note.remove();

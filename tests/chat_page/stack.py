@@ -15,7 +15,13 @@ from sqlalchemy import select
 from common.contract import LeaveStatus
 from mcp_server.leaves import new_leave_id, working_days
 from mcp_server.storage import AuditEntry, Balance, Database, Leave
-from tests.support import free_port, loop_service, mcp_server, model_simulator, seed_database
+from tests.support import (
+    ServiceProcess,
+    free_port,
+    mcp_server,
+    model_simulator,
+    seed_database,
+)
 
 from .provider import Account, IdentityProvider
 
@@ -104,12 +110,39 @@ class LeaveBook:
             database.dispose()
 
 
+class Loop:
+    """`python -m loop` on a port of its own, which it keeps when restarted: the address the
+    page and the provider's redirect URI know, as behind a site's proxy."""
+
+    def __init__(self, workdir: Path, settings: dict[str, str]) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.workdir = workdir
+        self.settings = {**settings, "LOOP_PORT": str(self.port)}
+        self.starts = 0
+        self.process: ServiceProcess | None = None
+
+    def start(self) -> None:
+        self.starts += 1
+        log = self.workdir / f"loop-{self.starts}.log"
+        self.process = ServiceProcess(["loop"], self.settings, log)
+        self.process.wait_ready(f"{self.url}/healthz")
+
+    def stop(self) -> None:
+        """SIGTERM, as a stop or a recreated container sends: a run waiting on a person's
+        answer is left for the next loop on the store to go on with."""
+        if self.process is not None:
+            self.process.stop()
+            self.process = None
+
+
 @dataclass
 class ChatStack:
     loop: str
     provider: IdentityProvider
     book: LeaveBook
     workdir: Path
+    loop_process: Loop
 
 
 @contextmanager
@@ -139,19 +172,25 @@ def chat_stack(
     with (
         model_simulator(workdir, profile="instant") as sim,
         mcp_server(workdir, book.url, seed=False, **sign_in) as mcp,
-        loop_service(
-            workdir, f"{sim}/v1", f"{mcp}/mcp",
-            chat_oidc_issuer=issuer, chat_oidc_client_id=CLIENT_ID,
-            chat_oidc_scopes="openid profile leave", chat_oidc_resource=AUDIENCE,
-            confirmation_timeout_seconds=str(confirmation_timeout),
-        ) as (loop, _),
-    ):  # fmt: skip
+    ):
+        loop = Loop(workdir, {
+            "LOOP_MODEL_BASE_URL": f"{sim}/v1",
+            "LOOP_MCP_URL": f"{mcp}/mcp",
+            "LOOP_STORE_URL": f"sqlite:///{workdir / 'loop.db'}",
+            "LOOP_CHAT_OIDC_ISSUER": issuer,
+            "LOOP_CHAT_OIDC_CLIENT_ID": CLIENT_ID,
+            "LOOP_CHAT_OIDC_SCOPES": "openid profile leave",
+            "LOOP_CHAT_OIDC_RESOURCE": AUDIENCE,
+            "LOOP_CONFIRMATION_TIMEOUT_SECONDS": str(confirmation_timeout),
+        })  # fmt: skip
         provider = IdentityProvider(
-            workdir, provider_port, client_id=CLIENT_ID, redirect_uris=[f"{loop}/"],
+            workdir, provider_port, client_id=CLIENT_ID, redirect_uris=[f"{loop.url}/"],
             audience=AUDIENCE, accounts=[XIAOMING], access_token_ttl=access_token_ttl,
         )  # fmt: skip
-        provider.start()
         try:
-            yield ChatStack(loop, provider, book, workdir)
+            loop.start()
+            provider.start()
+            yield ChatStack(loop.url, provider, book, workdir, loop)
         finally:
             provider.stop()
+            loop.stop()

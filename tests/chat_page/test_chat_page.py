@@ -32,13 +32,19 @@ HTML_REASON = (
 )
 TIMEOUT_REASON = "年終旅行"
 TWO_TABS_REASON = "看牙醫"
+RESTART_REASON = "補牙"
 SUBMIT = "把我那張家庭旅遊的特休送出審核"
 CANCEL = "取消我表妹婚禮那張假"
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory) -> Iterator[ChatStack]:
-    extra = [(9, 1, HTML_REASON), (10, 1, TIMEOUT_REASON), (11, 1, TWO_TABS_REASON)]
+    extra = [
+        (9, 1, HTML_REASON),
+        (10, 1, TIMEOUT_REASON),
+        (11, 1, TWO_TABS_REASON),
+        (12, 1, RESTART_REASON),
+    ]
     with chat_stack(
         tmp_path_factory.mktemp("chat-page"),
         access_token_ttl=ACCESS_TOKEN_TTL,
@@ -370,6 +376,25 @@ def test_a_confirmation_answered_in_two_tabs_counts_once(tab, context, stack):
     ]
 
 
+def test_the_loop_restarting_while_a_question_waits_leaves_it_to_answer_in_the_page(tab, stack):
+    leave = stack.book.leave(RESTART_REASON)
+    turn = ask(tab, f"取消我{RESTART_REASON}那張假")
+    card = card_of(turn)
+    stack.loop_process.stop()  # the stream ends with the loop; the page follows the run
+    expect(turn.locator(".outcome")).to_have_text("與服務的連線中斷了，正在追蹤這次的結果…")
+    stack.loop_process.start()  # the new loop takes the waiting run over
+    card.get_by_role("button", name=f"確認取消 {leave.id}，退回 1 天特休").click()
+    finished(turn)
+    expect(card).to_contain_text("你已確認")  # its answer went to the loop that took over
+    expect(turn.locator(".activity")).to_contain_text(f"已取消假單 {leave.id}，退回 1 天特休額度")
+    shoot(tab, SHOTS, "12-answered-after-a-loop-restart")
+    assert stack.book.leave(RESTART_REASON).status == "cancelled"
+    assert [(a.confirmation, a.outcome) for a in stack.book.audit(leave.id)][-1] == (
+        "accepted",
+        "applied",
+    )
+
+
 def test_a_token_the_provider_no_longer_honours_asks_to_sign_in_again_keeping_the_message(
     tab, stack
 ):
@@ -383,7 +408,7 @@ def test_a_token_the_provider_no_longer_honours_asks_to_sign_in_again_keeping_th
     expect(tab.locator("#sign-in-note")).to_have_text(
         "你的登入已過期，請重新登入。你輸入的訊息已保留。"
     )
-    shoot(tab, SHOTS, "12-sign-in-again")
+    shoot(tab, SHOTS, "13-sign-in-again")
     sign_in(tab, stack)  # the provider's login page again: it has no session any more
     assert len(stack.provider.events("login")) == logins + 1
     expect(box).to_have_value(message)
@@ -403,7 +428,7 @@ def test_sign_out_ends_the_session_here_and_at_the_provider(tab, stack):
     expect(tab.locator("#log > li")).to_have_count(0)
     assert tab.evaluate("sessionStorage.getItem('leave-chat.session')") is None
     assert stack.provider.events("end_session")
-    shoot(tab, SHOTS, "13-signed-out")
+    shoot(tab, SHOTS, "14-signed-out")
     tab.get_by_role("button", name="使用公司帳號登入").click()
     expect(tab.get_by_role("button", name="登入", exact=True)).to_be_visible()  # asked again
     tab.goto(f"{stack.loop}/")
