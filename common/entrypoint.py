@@ -44,6 +44,18 @@ def _http_url(value: str) -> str:
     return value
 
 
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def https_or_loopback(url: str) -> bool:
+    """https://, or http:// to this very host (a provider on the same machine, as in tests):
+    nothing on the way to tamper with."""
+    parts = urlsplit(url)
+    return parts.scheme == "https" or (
+        parts.scheme == "http" and (parts.hostname or "") in LOOPBACK_NAMES
+    )
+
+
 def _database_url(value: str) -> str:
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError

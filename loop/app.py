@@ -12,7 +12,7 @@ from fastapi.telemetry import TelemetryConfig
 
 from common.limits import BodySizeLimit, HeaderSizeLimit
 
-from .api import docs, handlers, health, openai_facade, runs
+from .api import chat_page, docs, handlers, health, openai_facade, runs
 from .api.auth import AuthGuard
 from .api.errors import error_body, errors
 from .auth_guard import FailureLimiter, RejectedTokens
@@ -115,6 +115,7 @@ def _install_routes(app: FastAPI, settings: LoopSettings) -> None:
     app.include_router(openai_facade.router)
     handlers.install(app)
     docs.install(app)
+    chat_page.install(app, settings)
 
 
 def _drop_the_facades_422(app: FastAPI) -> None:

@@ -34,7 +34,6 @@ from common.runs_protocol import (
 )
 from common.sqlite import utcnow
 
-from .acting_for import owner_key
 from .auth_guard import RejectedTokens
 from .engine import (
     AgentLoop,
@@ -59,6 +58,7 @@ from .mcp_pool import (
 )
 from .metrics import LoopMetrics
 from .model import current_session
+from .owners import owner_key
 from .store import RunRecord, RunStore
 from .tracing import run_finished, run_span
 from .views import run_of_record, running_run, running_summary, summary_of_record

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import socket
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from common.contract import SYSTEM_PROMPT
-from common.entrypoint import CommaList, DatabaseUrl, HttpUrl, LogLevel, OptionalHttpUrl
+from common.entrypoint import (
+    CommaList,
+    DatabaseUrl,
+    HttpUrl,
+    LogLevel,
+    OptionalHttpUrl,
+    https_or_loopback,
+)
 from common.settings_meta import deployed
 
 
@@ -237,6 +244,72 @@ class LoopSettings(BaseSettings):
         description="The loop's log level.",
         json_schema_extra=deployed(env=True, configmap=True),
     )
+    # The chat page's sign-in (loop/api/chat_page.py, docs/chat-page.md).
+    chat_oidc_issuer: OptionalHttpUrl = Field(
+        None,
+        description=(
+            "The chat page's sign-in: the company's identity provider, exactly as "
+            "`MCP_OIDC_ISSUER` (OpenID Connect, authorization code with PKCE, in the "
+            "browser; `https://`, or `http://` on this host); unset: the demo "
+            "employees, see `LOOP_CHAT_DEMO_SIGN_IN` ([Chat page](chat-page.md))."
+        ),
+        json_schema_extra=deployed(env=True, configmap=True),
+    )
+    chat_oidc_client_id: str | None = Field(
+        None,
+        max_length=200,
+        description=(
+            "The page's client id at that provider: a public client (no secret), "
+            "PKCE S256, redirect URI the page's own URL; required with the issuer."
+        ),
+        json_schema_extra=deployed(env=True, configmap=True),
+    )
+    chat_oidc_scopes: str = Field(
+        "openid profile",
+        max_length=1000,
+        description=(
+            "Scopes the page asks for, space-separated (`openid` among them); add what "
+            "your provider needs for a refresh token (`offline_access`) or for an access "
+            "token the MCP server takes (an API scope)."
+        ),
+        json_schema_extra=deployed(env=True, configmap=True),
+    )
+    chat_oidc_resource: str | None = Field(
+        None,
+        max_length=1000,
+        description=(
+            "The `resource` (RFC 8707) the page asks its access token for, usually "
+            "`MCP_OIDC_AUDIENCE`; unset: none is sent (providers that take the audience "
+            "from the scopes)."
+        ),
+        json_schema_extra=deployed(env=True, configmap=True),
+    )
+    chat_demo_sign_in: bool = Field(
+        True,
+        description=(
+            "Without `LOOP_CHAT_OIDC_ISSUER` the page offers the demo employees (their "
+            "tokens work only while the MCP server is not in production); `false`: it "
+            "says sign-in is not set up."
+        ),
+        json_schema_extra=deployed(env=True, configmap="false"),
+    )
+
+    @model_validator(mode="after")
+    def _complete_chat_sign_in(self) -> LoopSettings:
+        issuer = self.chat_oidc_issuer
+        if issuer is None:
+            return self
+        if not self.chat_oidc_client_id:
+            raise ValueError("LOOP_CHAT_OIDC_ISSUER needs LOOP_CHAT_OIDC_CLIENT_ID")
+        if "openid" not in self.chat_oidc_scopes.split():
+            raise ValueError("LOOP_CHAT_OIDC_SCOPES must include openid")
+        # the page sends its PKCE verifier there and gets tokens back
+        if not https_or_loopback(issuer):
+            raise ValueError(
+                "LOOP_CHAT_OIDC_ISSUER must be https:// (http:// only to this host: "
+                "localhost, 127.0.0.1, ::1)"
+            )
+        return self
 
     @property
     def identity(self) -> str:

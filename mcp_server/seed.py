@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from common.contract import LeaveStatus
 from common.credentials import hash_token
+from common.demo import DEMO_EMPLOYEES
 
 from .leaves import new_leave_id, working_days
 from .storage import (
@@ -24,15 +25,11 @@ from .storage import (
     new_token_id,
 )
 
-DEMO_TOKENS = {
-    "demo-token-employee": "E001",
-    "demo-token-other": "E002",
-    "demo-token-manager": "M001",
-}
+DEMO_TOKENS = {e.token: e.employee_id for e in DEMO_EMPLOYEES}
+# managers first: an employee row names its manager's
 EMPLOYEES = [
-    ("M001", "陳美玲", None),
-    ("E001", "王小明", "M001"),
-    ("E002", "李小華", "M001"),
+    (e.employee_id, e.name, e.manager_id)
+    for e in sorted(DEMO_EMPLOYEES, key=lambda e: e.manager_id is not None)
 ]
 START_BALANCE = {"特休": 14.0, "病假": 30.0, "事假": 14.0, "補休": 2.0}
 # What a front end acting for the demo employees names them by (docs/identity.md).

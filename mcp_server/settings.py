@@ -6,12 +6,18 @@ import math
 from collections import Counter
 from difflib import SequenceMatcher
 from typing import Literal
-from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from common.entrypoint import CommaList, DatabaseUrl, HttpUrl, LogLevel, OptionalHttpUrl
+from common.entrypoint import (
+    CommaList,
+    DatabaseUrl,
+    HttpUrl,
+    LogLevel,
+    OptionalHttpUrl,
+    https_or_loopback,
+)
 from common.settings_meta import deployed
 
 # The development key deploy/.env.example ships; production refuses it (and any placeholder).
@@ -27,8 +33,6 @@ MIN_ESTIMATED_BITS = 80
 # A key this like a shipped placeholder (difflib's ratio: 1.0 the same) is that placeholder
 # edited, not a secret.
 MAX_LIKENESS_TO_DEFAULT = 0.75
-LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
-
 LOOPBACK_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
 LOOPBACK_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
 
@@ -47,15 +51,6 @@ def weakness(key: str) -> str | None:
     if len(counts) < MIN_DISTINCT_CHARACTERS or bits < MIN_ESTIMATED_BITS:
         return "is too easy to guess (too few different characters, or too regular)"
     return None
-
-
-def https_or_loopback(url: str) -> bool:
-    """https://, or http:// to this very host (a provider on the same machine, as in tests):
-    nothing on the way to tamper with."""
-    parts = urlsplit(url)
-    return parts.scheme == "https" or (
-        parts.scheme == "http" and (parts.hostname or "") in LOOPBACK_NAMES
-    )
 
 
 class ServerSettings(BaseSettings):

@@ -11,6 +11,7 @@ LONG_MODULES = (
     "tests/deploy/test_demo.py",
     "tests/mcp_server/test_people.py",
     "tests/loop/test_traces.py",
+    "tests/chat_page/test_chat_page.py",
     "tests/loop/test_bad_tokens.py",
     "tests/evals/test_gate.py",
     "tests/loop/test_write_outcomes.py",

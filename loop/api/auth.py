@@ -11,9 +11,10 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from common.credentials import hash_token
 
-from ..acting_for import acting, owner_key
+from ..acting_for import acting
 from ..auth_guard import FailureLimiter, RejectedTokens
 from ..mcp_pool import McpForbidden, McpUnauthorized, McpUnavailable
+from ..owners import owner_key
 from ..runs import RunManager
 from .forwarded import BadForwarding, forwarded_person
 
@@ -37,7 +38,7 @@ BEARER = HTTPBearer(
 class User:
     # the bearer token; a front end's with the person it acts for (loop/acting_for.py)
     token: str
-    key: str  # who runs and sessions are owned by: the token's hash, or the person it acts for
+    key: str  # who runs and sessions are owned by: loop/owners.py
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,7 @@ async def current_user(
     if key in guard.rejected:
         raise refused("the leave system does not accept this token")
     try:
-        await manager.authenticate(token)
+        owner = await manager.authenticate(token)
     except McpForbidden as error:  # a sound token, not for the person named: nothing to limit
         raise HTTPException(403, str(error)) from None
     except McpUnauthorized:
@@ -99,7 +100,7 @@ async def current_user(
         raise HTTPException(
             503, "the leave MCP server is unavailable", {"Retry-After": str(wait)}
         ) from None
-    return User(token=token, key=owner_key(token))
+    return User(token=token, key=owner)
 
 
 Authenticated = Annotated[User, Depends(current_user)]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -20,12 +21,15 @@ from pathlib import Path
 
 import httpx
 import pytest
+from playwright.sync_api import expect
 
 from common.runs_protocol import ConfirmAction
 from devtools.demo import run_scenarios
 from loadtest.summary import LoadSummary
+from loop.api.chat_page import ASSETS
 from ops.layout import LAYOUT_FILE
 from ops.stackcheck import Stack, problems
+from tests.chat_page.chromium import ARTIFACTS, Offline, browser, offline_context
 from tests.loop.helpers import StreamedRun, answer_when_shown, stream_until
 from tests.support import free_port, wait_until
 
@@ -139,6 +143,45 @@ def test_the_seed_scenarios_through_the_published_loop_port(stack, capsys):
     assert run_scenarios(stack.loop_url), "a seed scenario did not go as expected"
     with capsys.disabled():
         print(capsys.readouterr().out)
+
+
+def test_the_chat_page_is_served_by_the_stack_and_a_demo_employee_uses_it(stack):
+    """The page and its files through the loop's published port, then 李小華 (a demo employee:
+    the stack is in development) in headless Chromium that reaches only this machine: a
+    query, and her approved leave kept when she declines to cancel it."""
+    page = httpx.get(f"{stack.loop_url}/", timeout=10)
+    assert (
+        page.status_code == 200 and "script-src 'self'" in page.headers["content-security-policy"]
+    )
+    for name in ASSETS:
+        assert httpx.get(f"{stack.loop_url}/chat/{name}", timeout=10).status_code == 200, name
+    assert httpx.get(f"{stack.loop_url}/chat/config", timeout=10).json()["sign_in"] == "demo"
+    shots = ARTIFACTS / "chat-page-compose"
+    offline = Offline()
+    with browser() as chromium:
+        context = offline_context(chromium, offline, width=390, height=844)
+        tab = context.new_page()
+        tab.goto(f"{stack.loop_url}/")
+        tab.get_by_role("button", name="李小華（E002，員工）").click()
+        box = tab.get_by_label("你的請求")
+        box.fill("查一下我的假單")
+        box.press("Enter")
+        expect(tab.locator(".bubble.assistant").last).to_contain_text("找到", timeout=60_000)
+        expect(tab.get_by_role("button", name="送出")).to_be_enabled(timeout=60_000)
+        box.fill("取消我畢業典禮那張假")
+        box.press("Enter")
+        tab.get_by_role("button", name=re.compile("^不要取消")).click(timeout=60_000)
+        expect(tab.locator("section.confirm .result")).to_have_text(
+            "你選擇不要：假單維持已核准，沒有任何變更。", timeout=60_000
+        )
+        shots.mkdir(parents=True, exist_ok=True)
+        tab.screenshot(path=shots / "demo-employee-declined.png")
+        context.close()
+    assert offline.blocked == []
+    with httpx.Client(base_url=stack.loop_url, headers=OTHER, timeout=60) as http:
+        run = http.post("/v1/runs", json={"input": "查一下我畢業典禮的假單"}).json()
+    (leave,) = next(s for s in run["steps"] if s["type"] == "tool")["result"]["leaves"]
+    assert leave["status"] == "approved", leave
 
 
 OTHER = {"Authorization": "Bearer demo-token-other"}

@@ -58,6 +58,17 @@ def test_every_module_imports(image_python):
     assert "loop.app" in imported and "loop.api.runs" in imported  # subpackages too
 
 
+def test_the_chat_pages_files_are_installed_with_the_loop(image_python):
+    script = (
+        "from loop.api.chat_page import ASSETS, PAGE\n"
+        "missing = [n for n in (*ASSETS, 'index.html') if not (PAGE / n).is_file()]\n"
+        "print(PAGE, missing)\n"
+    )
+    done = run_isolated(image_python, "-c", script)
+    assert done.returncode == 0, done.stderr
+    assert "site-packages" in done.stdout and done.stdout.strip().endswith("[]"), done.stdout
+
+
 @pytest.mark.parametrize("entry_point", ENTRY_POINTS, ids=" ".join)
 def test_every_entry_point_starts(image_python, entry_point):
     done = run_isolated(image_python, "-m", *entry_point)

@@ -33,7 +33,10 @@ K8S_ONLY_ROUTER_FLAGS = {
 COMPOSE_ONLY_ROUTER_FLAGS = {"--worker-urls"}
 # Where the GPU overlays differ from deploy/.env.example's development defaults on purpose: a
 # cluster's database is the site's, so no demo data goes into it (the sim overlay keeps compose's).
-K8S_PRODUCTION_SETTINGS = {"mcp-server": {"MCP_ENV": "production"}, "loop": {}}
+K8S_PRODUCTION_SETTINGS = {
+    "mcp-server": {"MCP_ENV": "production"},
+    "loop": {"LOOP_CHAT_DEMO_SIGN_IN": "false"},  # production: no demo employees offered
+}
 
 
 @cache
@@ -233,8 +236,8 @@ def test_the_rules_in_the_cluster_are_the_rules_of_compose(rendered):
 @pytest.mark.parametrize("overlay", ["gpu", "sim"])
 def test_the_settings_configmaps_hold_the_settings_marked_for_them_and_no_secret(rendered, overlay):
     """The rendered ConfigMaps are the generated .env files: every setting marked `configmap`
-    (with its value; the sim overlay's MCP_ENV only is its own), none marked `secret`, whose
-    values each pod takes from leave-secrets."""
+    (with its value; the sim overlay's MCP_ENV and LOOP_CHAT_DEMO_SIGN_IN only are its own),
+    none marked `secret`, whose values each pod takes from leave-secrets."""
     from devtools import settings_generated
 
     objects = rendered(overlay)
@@ -255,6 +258,8 @@ def test_the_settings_configmaps_hold_the_settings_marked_for_them_and_no_secret
         }
         if overlay == "sim" and name == "mcp-server-settings":
             wanted["MCP_ENV"] = "development"  # the only overlay with demo data
+        if overlay == "sim" and name == "loop-settings":
+            wanted["LOOP_CHAT_DEMO_SIGN_IN"] = "true"  # and the chat page offers its employees
         assert data == wanted, name
         secrets = {
             settings_generated.name_of(c, field)

@@ -225,6 +225,46 @@ def test_a_signed_in_user_reaches_their_own_leaves_through_the_loop_and_no_one_e
     assert forged.status_code == 401
 
 
+def test_a_persons_runs_and_conversation_follow_them_from_one_access_token_to_the_next(
+    provider, mcp, tmp_path
+):
+    """A person's chat page holds a new JWT after every refresh and sign-in; the runs and the
+    session they started are theirs by the provider's `iss` and `sub` (loop/owners.py), not
+    by the token: the next token reads them and goes on with the conversation. Another
+    subject, though the same employee, does not; a forged token with their subject is 401."""
+    base, _, _ = mcp
+
+    def as_(token: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {token}"}
+
+    with (
+        model_simulator(tmp_path, profile="instant") as sim,
+        loop_service(tmp_path, f"{sim}/v1", f"{base}/mcp") as (loop, _),
+    ):
+        first = provider.token(sub="person-1", jti="a")
+        asked = httpx.post(f"{loop}/v1/runs", json={"input": "查一下我的家庭旅遊假單"},
+                           headers=as_(first), timeout=60).json()  # fmt: skip
+        later = provider.token(sub="person-1", jti="b")  # refreshed: another token, same person
+        listed = httpx.get(f"{loop}/v1/runs", headers=as_(later), timeout=30).json()["runs"]
+        follow_up = httpx.post(
+            f"{loop}/v1/runs", headers=as_(later), timeout=60,
+            json={"input": "剛剛那張也送出審核", "session_id": asked["session_id"]},
+        ).json()  # fmt: skip
+        someone = provider.token(sub="person-2", jti="c")
+        theirs = httpx.get(f"{loop}/v1/runs/{asked['id']}", headers=as_(someone), timeout=30)
+        forged = httpx.get(f"{loop}/v1/runs/{asked['id']}", timeout=30,
+                           headers=as_(unsigned(sub="person-1")))  # fmt: skip
+    assert [r["id"] for r in listed] == [asked["id"]]
+    # the history came along: 「剛剛那張」 is the leave the first run found, submitted unsearched
+    (family,) = asked["steps"][1]["result"]["leaves"]
+    assert [(s["name"], s["arguments"]) for s in follow_up["steps"] if s["type"] == "tool"] == [
+        ("update_leave_status", {"leave_id": family["leave_id"], "status": "submitted"})
+    ]
+    assert follow_up["session_id"] == asked["session_id"]
+    assert theirs.status_code == 404
+    assert forged.status_code == 401
+
+
 def test_a_sign_in_outage_ends_a_held_tokens_run_tools_unavailable_and_a_new_token_gets_retry_after(
     provider, mcp, tmp_path
 ):
