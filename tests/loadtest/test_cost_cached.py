@@ -169,3 +169,31 @@ def test_the_report_shows_the_cached_price_share_and_how_it_was_derived():
     sensitivity = next(t for t in report.tables if t.title.startswith("Sensitivity"))
     assert "cached share of API input" in [row[0] for row in sensitivity.rows]
     assert "cached share of API input" in text
+
+
+def test_the_docs_worked_example_is_the_calculators_to_the_cent():
+    """docs/loadtest.md's "Cached input" works the demo's summary with the example settings,
+    without and with the cached price: each figure it quotes is this calculation's."""
+    docs = (Path(__file__).parents[2] / "docs" / "loadtest.md").read_text()
+    section = docs[docs.index("### Cached input") : docs.index("### The report")]
+    text = " ".join(section.split())
+    example = Path(__file__).parents[2] / "loadtest" / "cost.example.toml"
+
+    def figures(**flags: str):
+        loaded = load(example, {}, flags)
+        return calculate(Inputs(loaded.settings, workload(FIXTURE, loaded), prompt_tokens(loaded)))
+
+    before, after = figures(api_cached_share="0"), figures()
+    assert f"API input {after.api_input_tokens:,.0f} tokens a run" in text
+    assert f"of which {after.api_cached_input_tokens:,.0f} cached" in text
+    assert f"({after.api_cached_share:.0%}".replace("%", " %") in text
+    assert f"costs ${before.api_usd_per_request:.5f} a run" in text
+    found = before.break_even_with_hidden
+    assert found is not None
+    assert f"wins from {found.requests_per_day:,.0f} runs a day" in text
+    assert f"with it, ${after.api_usd_per_request:.6f} a run" in text
+    assert after.break_even_with_hidden is None and "never wins with the hidden costs" in text
+    for option in (after, before):
+        seed = option.break_even_without_hidden
+        assert seed is not None and f"{seed.requests_per_day:,.0f}" in text
+    assert f"({after.with_hidden.capacity_per_s:.3g} runs/s a replica)" in text
