@@ -101,8 +101,9 @@ def api_prices(s: CalculatorSettings) -> CalculatorSettings:
     )
 
 
-# APIs cache a prompt's prefix once it is this long (OpenAI: 1,024 tokens, then in steps of
-# 128; Anthropic's smallest cacheable prefix for its small models is longer or alike).
+# OpenAI caches a prompt's prefix once it is this long (then in steps of 128 tokens); other
+# providers set their own minimum (Anthropic caches only the prefixes a request marks), so the
+# derived share is theirs only roughly: api_cached_share sets a provider's measured one.
 MIN_CACHED_PREFIX_TOKENS = 1024
 
 
