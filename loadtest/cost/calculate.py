@@ -63,6 +63,9 @@ class Swing:
 @dataclass(frozen=True)
 class Figures:
     api_input_tokens: float  # per request: the fine-tune's input + the longer prompt per call
+    api_cached_input_tokens: float  # of those, read from the API's prompt cache
+    api_cached_share: float  # api_cached_input_tokens ÷ api_input_tokens
+    api_cached_share_how: str  # how the share was found, for the assumptions table
     api_output_tokens: float
     api_usd_per_request: float
     api_usd_per_million_tokens: float
@@ -84,13 +87,75 @@ def traffic(s: CalculatorSettings) -> Traffic:
 
 
 def api_prices(s: CalculatorSettings) -> CalculatorSettings:
-    """The settings with the blended price, when given, in place of input and output prices."""
+    """The settings with the blended price, when given, in place of the input, cached-input and
+    output prices."""
     if s.api_blended_usd_per_million is None:
         return s
     blended = s.api_blended_usd_per_million
     return s.model_copy(
-        update={"api_input_usd_per_million": blended, "api_output_usd_per_million": blended}
+        update={
+            "api_input_usd_per_million": blended,
+            "api_cached_input_usd_per_million": blended,
+            "api_output_usd_per_million": blended,
+        }
     )
+
+
+# OpenAI caches a prompt's prefix once it is this long (then in steps of 128 tokens); other
+# providers set their own minimum (Anthropic caches only the prefixes a request marks), so the
+# derived share is theirs only roughly: api_cached_share sets a provider's measured one.
+MIN_CACHED_PREFIX_TOKENS = 1024
+
+
+def derived_cached_tokens(inputs: Inputs) -> tuple[float, str]:
+    """The API input tokens per request that repeat a prefix the API has seen, and how.
+
+    k model calls per request, P the API system prompt, C the conversation the calls read
+    (the fine-tune's input less its own system prompt on each call: k·p). Each call reads the
+    system prompt and the conversation so far; the conversation is assumed to grow by the same
+    amount each call (call j reads j·c₁, so C = c₁·k(k + 1)/2). What repeats:
+    - on every call the system prompt (the same on every call of every request), when it is
+      at least MIN_CACHED_PREFIX_TOKENS long;
+    - from the 2nd call on, the whole of the previous call's prompt (previous turns are resent
+      unchanged), when the shortest such prompt (P + c₁) is that long.
+    Sum: P + (k − 1)·P + C·(k − 1)/(k + 1); what is new each request is the last call's
+    conversation, 2·C/(k + 1). Tool schemas resent on each call count as conversation here, so
+    the share is if anything understated."""
+    w, p = inputs.workload, inputs.prompts
+    k, big = w.model_calls, p.api
+    conversation = max(0.0, w.input_tokens - k * p.finetune)
+    first_call = conversation * 2 / (k * (k + 1))
+    cached = 0.0
+    parts = []
+    if big >= MIN_CACHED_PREFIX_TOKENS:
+        cached += big
+        parts.append(f"the {count_text(big)}-token API prompt on the 1st call")
+    if k > 1 and big + first_call >= MIN_CACHED_PREFIX_TOKENS:
+        cached += (k - 1) * big + conversation * (k - 1) / (k + 1)
+        parts.append("the previous call's whole prompt on each later call")
+    if not parts:
+        return 0.0, f"no prefix of {MIN_CACHED_PREFIX_TOKENS:,} tokens repeats: none cached"
+    total = api_tokens(inputs)[0]
+    how = (
+        f"{count_text(cached)} of {count_text(total)} tokens: {' + '.join(parts)}, with "
+        f"{w.model_calls:.3g} calls and {count_text(conversation)} conversation tokens a "
+        f"request growing evenly; cached from {MIN_CACHED_PREFIX_TOKENS:,} tokens"
+    )
+    return min(cached, total), how
+
+
+def count_text(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def api_cached_share(inputs: Inputs) -> tuple[float, str]:
+    """The share of the API's input billed at the cached price, and how it was found."""
+    given = inputs.settings.api_cached_share
+    if given is not None:
+        return given, "set"
+    total = api_tokens(inputs)[0]
+    cached, how = derived_cached_tokens(inputs)
+    return (cached / total if total else 0.0), how
 
 
 def api_tokens(inputs: Inputs) -> tuple[float, float]:
@@ -101,8 +166,14 @@ def api_tokens(inputs: Inputs) -> tuple[float, float]:
 
 
 def api_usd_per_request(inputs: Inputs) -> float:
+    """(uncached input × input price + cached input × cached price + output × output price)."""
     tokens_in, tokens_out = api_tokens(inputs)
-    return api_usd_per_run(tokens_in, tokens_out, api_prices(inputs.settings))
+    cached = tokens_in * api_cached_share(inputs)[0]
+    prices = api_prices(inputs.settings)
+    return (
+        api_usd_per_run(tokens_in - cached, tokens_out, prices)
+        + cached * prices.api_cached_input_usd_per_million / PER_MILLION
+    )
 
 
 def self_host(inputs: Inputs, hidden: bool) -> SelfHost:
@@ -158,6 +229,7 @@ class Unit(StrEnum):
     PER_SECOND = "/s"
     HOURS = "h"
     COUNT = "count"
+    SHARE = "share"
 
 
 @dataclass(frozen=True)
@@ -181,6 +253,7 @@ def _api_prices(inputs: Inputs, factor: float) -> Inputs:
     return _settings(
         inputs,
         api_input_usd_per_million=s.api_input_usd_per_million * factor,
+        api_cached_input_usd_per_million=s.api_cached_input_usd_per_million * factor,
         api_output_usd_per_million=s.api_output_usd_per_million * factor,
         api_blended_usd_per_million=None if blended is None else blended * factor,
     )
@@ -195,6 +268,11 @@ def _tokens(inputs: Inputs, factor: float) -> Inputs:
                          output_tokens=workload.output_tokens * factor),
         prompts=replace(prompts, finetune=prompts.finetune * factor, api=prompts.api * factor),
     )  # fmt: skip
+
+
+def _cached_share(inputs: Inputs, factor: float) -> Inputs:
+    # a share past 1 would be more input cached than there is
+    return _settings(inputs, api_cached_share=min(1.0, api_cached_share(inputs)[0] * factor))
 
 
 def _busy_hours(inputs: Inputs, factor: float) -> Inputs:
@@ -236,6 +314,9 @@ GPU_PRICE = Lever(
 )
 API_PRICES = Lever("API prices", lambda i: api_usd_per_request(i), _api_prices,
                    Unit.USD_PER_REQUEST)  # fmt: skip
+CACHED_SHARE = Lever(
+    "cached share of API input", lambda i: api_cached_share(i)[0], _cached_share, Unit.SHARE
+)
 TOKENS = Lever("tokens per request", lambda i: sum(api_tokens(i)), _tokens, Unit.COUNT)
 CAPACITY = Lever(
     "capacity per replica",
@@ -254,6 +335,9 @@ def levers(inputs: Inputs) -> list[Lever]:
     """The inputs this site's sensitivity table moves: those that matter to its answer."""
     s = inputs.settings
     moved = [GPU_PRICE, API_PRICES, TOKENS, CAPACITY]
+    prices = api_prices(s)
+    if prices.api_cached_input_usd_per_million < prices.api_input_usd_per_million:
+        moved.append(CACHED_SHARE)
     if s.busy_hours_per_day < HOURS_PER_DAY:
         moved.append(BUSY_HOURS)
     if s.ops_usd_per_month or s.retraining_usd or s.storage_egress_usd_per_month:
@@ -311,6 +395,7 @@ def calculate(inputs: Inputs) -> Figures:
     s, w = inputs.settings, inputs.workload
     api_in, api_out = api_tokens(inputs)
     api_request = api_usd_per_request(inputs)
+    cached_share, cached_how = api_cached_share(inputs)
     with_hidden, without_hidden = self_host(inputs, hidden=True), self_host(inputs, hidden=False)
     replica_hourly = with_hidden.replica_usd_per_hour
     found = break_even(with_hidden, api_request)
@@ -318,6 +403,9 @@ def calculate(inputs: Inputs) -> Figures:
     per_replica = with_hidden.requests_per_replica_day
     return Figures(
         api_input_tokens=api_in,
+        api_cached_input_tokens=api_in * cached_share,
+        api_cached_share=cached_share,
+        api_cached_share_how=cached_how,
         api_output_tokens=api_out,
         api_usd_per_request=api_request,
         api_usd_per_million_tokens=api_request / (api_in + api_out) * PER_MILLION,

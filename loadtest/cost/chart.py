@@ -120,7 +120,11 @@ def _header(fig: Figure, axes: Axes, report: Report) -> None:
     lines += [(line, verdict) for line in textwrap.wrap(report.verdict, WRAP)]
     step = 1 / max(len(lines), 1)
     for i, (line, style) in enumerate(lines):
-        text = axes.text(0, 1 - (i + 0.5) * step, line, va="center", ha="left", **style)  # type: ignore[arg-type]
+        # parse_math=False: two "$" in one line are money, not a TeX formula
+        text = axes.text(
+            0, 1 - (i + 0.5) * step, line, va="center", ha="left", parse_math=False,
+            **style,  # type: ignore[arg-type]
+        )  # fmt: skip
         text.set_in_layout(False)  # wrapped to fit: the plot keeps the figure's width
 
 

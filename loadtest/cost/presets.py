@@ -28,6 +28,11 @@ class ApiPreset:
     api_output_usd_per_million: float
     source: str
     date: str
+    # The price of input read from the provider's prompt cache (the repeated prefix of a call),
+    # with its own source and date: a provider publishes it on its own line, or not at all.
+    api_cached_input_usd_per_million: float
+    cached_source: str
+    cached_date: str
 
     def values(self) -> dict[str, object]:
         return {
@@ -35,6 +40,9 @@ class ApiPreset:
             "api_input_usd_per_million": self.api_input_usd_per_million,
             "api_output_usd_per_million": self.api_output_usd_per_million,
         }
+
+    def cached_values(self) -> dict[str, object]:
+        return {"api_cached_input_usd_per_million": self.api_cached_input_usd_per_million}
 
 
 @dataclass(frozen=True)
@@ -76,18 +84,38 @@ GPU_PRESETS: dict[str, GpuPreset] = {
     ),
 }
 
+# A provider without a published cached-input price bills cached input as input: such a preset's
+# cached price is its input price, and its source says so (none is made up).
+NO_CACHED_PRICE = "no cached-input price published: billed as input"
+
 API_PRESETS: dict[str, ApiPreset] = {
-    "gpt-5-mini": ApiPreset("GPT-5 mini", 0.25, 2.00, "OpenAI list price", "2026"),
-    "gpt-4.1-mini": ApiPreset("GPT-4.1 mini", 0.40, 1.60, "OpenAI list price", "2026"),
-    "claude-haiku-4.5": ApiPreset("Claude Haiku 4.5", 1.00, 5.00, "Anthropic list price", "2026"),
-    "gemini-3.5-flash": ApiPreset("Gemini 3.5 Flash", 1.50, 9.00, "Google list price", "2026"),
+    "gpt-5-mini": ApiPreset(
+        "GPT-5 mini", 0.25, 2.00, "OpenAI list price", "2026",
+        0.025, "OpenAI list price, cached input", "2026",
+    ),
+    "gpt-4.1-mini": ApiPreset(
+        "GPT-4.1 mini", 0.40, 1.60, "OpenAI list price", "2026",
+        0.10, "OpenAI list price, cached input", "2026",
+    ),
+    # Cache writes bill 1.25 × input (5-minute cache); a prefix every call repeats is written
+    # once per 5 minutes, so the reads are what a busy service pays for it.
+    "claude-haiku-4.5": ApiPreset(
+        "Claude Haiku 4.5", 1.00, 5.00, "Anthropic list price", "2026",
+        0.10, "Anthropic list price, cache read (writes 1.25 × input, 5-minute cache)", "2026",
+    ),
+    "gemini-3.5-flash": ApiPreset(
+        "Gemini 3.5 Flash", 1.50, 9.00, "Google list price", "2026",
+        1.50, NO_CACHED_PRICE, "2026",
+    ),
     "llama-3.1-8b-hosted-low": ApiPreset(
-        "Llama-3.1-8B (hosted)", 0.03, 0.05, "hosted open-model providers, cheapest", "2026"
+        "Llama-3.1-8B (hosted)", 0.03, 0.05, "hosted open-model providers, cheapest", "2026",
+        0.03, NO_CACHED_PRICE, "2026",
     ),
     "llama-3.1-8b-hosted-high": ApiPreset(
-        "Llama-3.1-8B (hosted)", 0.30, 0.61, "hosted open-model providers, dearest", "2026"
+        "Llama-3.1-8B (hosted)", 0.30, 0.61, "hosted open-model providers, dearest", "2026",
+        0.30, NO_CACHED_PRICE, "2026",
     ),
-}
+}  # fmt: skip
 
 TRAFFIC_PROFILES: dict[str, TrafficProfile] = {
     "flat": TrafficProfile(24.0, 1.0, 1.0, "requests spread evenly over the whole day"),

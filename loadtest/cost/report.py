@@ -12,7 +12,7 @@ from typing import Any
 from ..summary import Backend
 from .calculate import Figures, Inputs, Point, Unit
 from .maths import BreakEven, SelfHost
-from .settings import Source
+from .settings import CalculatorSettings, Source
 
 
 @dataclass(frozen=True)
@@ -79,14 +79,37 @@ def api_label(inputs: Inputs, sources: dict[str, Source]) -> str:
         prices = f"{usd(s.api_blended_usd_per_million)} per 1M tokens"
         custom = True
     else:
-        prices = (
-            f"{usd(s.api_input_usd_per_million)} in / {usd(s.api_output_usd_per_million)} out "
-            "per 1M tokens"
+        prices = f"{api_prices_text(s)} per 1M tokens"
+        custom = _given(
+            sources,
+            "api_input_usd_per_million",
+            "api_cached_input_usd_per_million",
+            "api_output_usd_per_million",
         )
-        custom = _given(sources, "api_input_usd_per_million", "api_output_usd_per_million")
     if custom and not _given(sources, "api_model", "api_preset"):
         return f"an API at {prices}"
     return f"{s.api_model} at {prices}"
+
+
+def api_prices_text(s: CalculatorSettings) -> str:
+    """The API prices as "$0.25 in / $0.025 cached in / $2.00 out"; the cached price left out
+    when it is the input price (nothing is billed less for being cached)."""
+    cached = s.api_cached_input_usd_per_million
+    shown = f" / {usd(cached)} cached in" if cached < s.api_input_usd_per_million else ""
+    return f"{usd(s.api_input_usd_per_million)} in{shown} / {usd(s.api_output_usd_per_million)} out"
+
+
+def cached_line(inputs: Inputs, figures: Figures) -> str:
+    """How the API's input is billed, in a few words, for the verdict."""
+    s = inputs.settings
+    if s.api_blended_usd_per_million is not None:
+        return "API priced at one blended price"
+    if s.api_cached_input_usd_per_million >= s.api_input_usd_per_million:
+        return "API cached input billed as input"
+    return (
+        f"API input {share(figures.api_cached_share)} cached at "
+        f"{usd(s.api_cached_input_usd_per_million)}/1M"
+    )
 
 
 def redundancy(min_replicas: int) -> str:
@@ -175,7 +198,7 @@ def verdict(inputs: Inputs, figures: Figures) -> str:
         if hidden
         else "no hidden costs counted: ops, retraining and storage are $0"
     )
-    return f"{where} {cheaper}; {wins} ({counted})."
+    return f"{where} {cheaper}; {wins} ({counted}; {cached_line(inputs, figures)})."
 
 
 def build(inputs: Inputs, figures: Figures, sources: dict[str, Source], notes: list[str]) -> Report:
@@ -210,6 +233,11 @@ def tables(inputs: Inputs, figures: Figures) -> list[Table]:
         ["figure", "self-hosted", f"API ({s.api_model})"],
         [
             ["input tokens", count(w.input_tokens), count(f.api_input_tokens) + extra],
+            [
+                "of which cached input (repeated prefix, at the cached price)",
+                "— (GPU time, not billed per token)",
+                f"{count(f.api_cached_input_tokens)} ({share(f.api_cached_share)})",
+            ],
             ["output tokens", count(w.output_tokens), count(f.api_output_tokens)],
             [
                 f"$ per {w.unit}, replica busy every paid hour (GPU only)",
@@ -315,6 +343,8 @@ def _input_value(unit: Unit, value: float) -> str:
         return f"{value:.3g}/s"
     if unit is Unit.HOURS:
         return f"{value:g} h"
+    if unit is Unit.SHARE:
+        return share(value)
     return count(value)
 
 
@@ -413,6 +443,24 @@ def assumptions(inputs: Inputs, figures: Figures, sources: dict[str, Source]) ->
         )
         where = src("api_input_usd_per_million", "api_output_usd_per_million")
     rows.append([f"API {s.api_model}", prices, where])
+    if s.api_blended_usd_per_million is None:
+        rows.append(
+            [
+                "API cached input",
+                f"{usd(s.api_cached_input_usd_per_million)} per 1M tokens",
+                src("api_cached_input_usd_per_million"),
+            ]
+        )
+    rows.append(
+        [
+            "cached share of API input",
+            f"{share(f.api_cached_share)} ({f.api_cached_share_how})",
+            src("api_cached_share")
+            if s.api_cached_share is not None
+            else "derived: the prompts' token counts (common.tokens); "
+            f"{w.sources['input_tokens']}; {w.sources['model_calls']}",
+        ]
+    )
     if s.requests_per_day is not None:
         rows.append(
             ["expected volume", f"{count(s.requests_per_day)}/day", src("requests_per_day")]
@@ -536,6 +584,9 @@ def as_json(
         "prompts": asdict(inputs.prompts) | {"extra_per_call": inputs.prompts.extra_per_call},
         "api": {
             "input_tokens_per_request": f.api_input_tokens,
+            "cached_input_tokens_per_request": f.api_cached_input_tokens,
+            "cached_share": f.api_cached_share,
+            "cached_share_how": f.api_cached_share_how,
             "output_tokens_per_request": f.api_output_tokens,
             "usd_per_request": f.api_usd_per_request,
             "usd_per_million_tokens": f.api_usd_per_million_tokens,

@@ -192,7 +192,8 @@ class CalculatorSettings(CostSettings):
             "`gpt-4.1-mini` ($0.40 / $1.60), `claude-haiku-4.5` ($1 / $5), "
             "`gemini-3.5-flash` ($1.50 / $9), `llama-3.1-8b-hosted-low` ($0.03 / "
             "$0.05), `llama-3.1-8b-hosted-high` ($0.30 / $0.61) per 1M input / output"
-            " tokens, 2026."
+            " tokens, 2026; cached input $0.025, $0.10, $0.10 (cache read) for the first "
+            "three, the input price for the others (none published)."
         ),
     )
     api_model: str = Field(
@@ -205,6 +206,26 @@ class CalculatorSettings(CostSettings):
         ge=0,
         le=MAX_API_USD_PER_MILLION,
         description="One price for every token instead of input and output prices.",
+    )
+    api_cached_input_usd_per_million: float = Field(
+        API_PRESETS[DEFAULT_API_PRESET].api_cached_input_usd_per_million,
+        ge=0,
+        le=MAX_API_USD_PER_MILLION,
+        description=(
+            "API price per 1M input tokens read from its prompt cache (the repeated prefix); "
+            "at most the input price. Unset with an input price of your own: the input price."
+        ),
+        json_schema_extra=deployed(shown_default="the preset's"),
+    )
+    api_cached_share: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description=(
+            "Share of the API's input tokens billed at the cached price (0–1), instead of the "
+            "one derived from the prompts and the summary's tokens and turns per run."
+        ),
+        json_schema_extra=deployed(shown_default="derived"),
     )
     api_system_prompt_file: str = Field(
         DEFAULT_API_PROMPT,
@@ -296,7 +317,15 @@ def load(
     api = fill("API preset", "api_preset", API_PRESETS)
     profile = fill("traffic profile", "traffic_profile", TRAFFIC_PROFILES)
     g, a, p = GPU_PRESETS[gpu], API_PRESETS[api], TRAFFIC_PROFILES[profile]
+    cached = "api_cached_input_usd_per_million"
+    if cached not in values and "api_input_usd_per_million" in values:
+        # an input price of one's own: the preset's cached price was not read with it
+        values[cached] = values["api_input_usd_per_million"]
+        sources[cached] = Source(
+            "preset", env_name(cached), "the input price (no cached-input price set with it)"
+        )
     for preset_values, origin in (
+        (a.cached_values(), f"preset {api} ({a.cached_source}, {a.cached_date})"),
         (g.values(), f"preset {gpu} ({g.source}, {g.date})"),
         (a.values(), f"preset {api} ({a.source}, {a.date})"),
         (p.values(), f"traffic profile {profile}"),
@@ -329,6 +358,16 @@ def check(settings: CalculatorSettings, sources: Mapping[str, Source]) -> None:
         given = [f for f in fields if sources[f].kind in ("file", "env", "flag")]
         return sources[(given or list(fields))[0]].setting
 
+    if (
+        s.api_blended_usd_per_million is None
+        and s.api_cached_input_usd_per_million > s.api_input_usd_per_million
+    ):
+        raise SettingError(
+            f"{blame('api_cached_input_usd_per_million', 'api_input_usd_per_million')}: a "
+            "cached-input price above the input price: no API bills a cache hit dearer than "
+            f"a miss (got cached ${s.api_cached_input_usd_per_million:g} > input "
+            f"${s.api_input_usd_per_million:g} per 1M tokens)"
+        )
     if s.busy_hours_per_day == 24 and s.busy_share < 1:
         raise SettingError(
             f"{blame('busy_hours_per_day', 'busy_share')}: 24 busy hours leave no hour for the "

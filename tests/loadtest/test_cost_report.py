@@ -88,7 +88,8 @@ def svg_text(page: str) -> str:
 
 
 def test_every_format_opens_with_one_verdict_line(tmp_path, capsys):
-    summary = summary_file(tmp_path / "run", VLLM)
+    # 10 runs/s: a replica that beats the API at its cached-input price
+    summary = summary_file(tmp_path / "run", VLLM, runs_per_s=10)
     status, out, _ = run(capsys, str(summary), "--settings", str(EXAMPLE))
     assert status == 0
     got = results(summary.parent)
@@ -103,7 +104,8 @@ def test_every_format_opens_with_one_verdict_line(tmp_path, capsys):
     assert verdict == (
         f"At 20,000 agent runs/day the API is ${cheaper_by:,.0f}/day cheaper; self-hosting "
         f"wins from {found['requests_per_day']:,.0f}/day (hidden costs of "
-        f"${sum(document['self_host']['hidden_usd_per_day'].values()):,.0f}/day included)."
+        f"${sum(document['self_host']['hidden_usd_per_day'].values()):,.0f}/day included; "
+        f"API input {document['api']['cached_share']:.0%} cached at $0.025/1M)."
     )
     # the terminal and Markdown: right under the title, before any table
     lines = got["md"].splitlines()
@@ -180,7 +182,7 @@ def test_the_title_names_the_api_only_while_its_prices_are_used(tmp_path, capsys
     assert "1 × H200 at $2.50/h" in title
     # a named preset, or a named model, is named
     status, out, _ = run(capsys, str(summary), "--api-preset", "claude-haiku-4.5")
-    assert "vs Claude Haiku 4.5 at $1.00 in / $5.00 out" in out.splitlines()[0]
+    assert "vs Claude Haiku 4.5 at $1.00 in / $0.10 cached in / $5.00 out" in out.splitlines()[0]
     status, out, _ = run(capsys, str(summary), *custom, "--api-model", "Our contract")
     assert "vs Our contract at $1.00 in / $5.00 out" in out.splitlines()[0]
 
