@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -45,6 +47,7 @@ __all__ = [
     "seed_database",
     "serving_in_thread",
     "wait_until",
+    "wait_until_async",
 ]
 
 
@@ -133,6 +136,20 @@ def run_with_files(
                     timeout=timeout, check=False,
                 ).returncode  # fmt: skip
         return status, err.read_text(encoding="utf-8")
+
+
+async def wait_until_async(
+    condition: Callable[[], Awaitable[bool]], *, within: float, what: str
+) -> None:
+    """wait_until for a condition that is awaited: polled with the same backoff, on the event
+    loop; fails naming `what` after `within` seconds."""
+    deadline = time.monotonic() + within
+    interval = 0.02
+    while not await condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {within:.0f}s waiting for {what}")
+        await asyncio.wait([asyncio.get_running_loop().create_future()], timeout=interval)
+        interval = min(interval * 1.5, 0.25)
 
 
 @contextmanager

@@ -8,7 +8,6 @@ import asyncio
 import contextlib
 import itertools
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +32,7 @@ from loop.runs import RunManager
 from loop.store import RunRecord, RunStore
 from ops.services import loop_service as loop_service  # where the tests import it from
 from tests.fakes import AnsweringModel, FakePool
+from tests.support import wait_until_async
 
 EMPLOYEE = {"Authorization": "Bearer demo-token-employee"}
 OTHER = {"Authorization": "Bearer demo-token-other"}
@@ -211,11 +211,15 @@ def answer_when_shown(
 
     async def answered() -> tuple[list[WaitingConfirmation], Run]:
         async with RunClient(base, token, timeout=30) as client:
-            deadline = time.monotonic() + within
-            while not (shown := await _questions(client, run_id)):
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{base} did not show {run_id}'s question in {within} s")
-                await asyncio.sleep(0.1)
+            shown: list[WaitingConfirmation] = []
+
+            async def question_shown() -> bool:
+                shown[:] = await _questions(client, run_id)
+                return bool(shown)
+
+            await wait_until_async(
+                question_shown, within=within, what=f"{base} to show {run_id}'s question"
+            )
             await client.reply(run_id, shown[0].confirmation_id, action)
             final = await client.follow(run_id, always(None), seconds=finish_within, every=0.2)
         if final is None:
