@@ -12,10 +12,11 @@ the reason, which its caller may know (they hold a sound credential); a refused 
 from __future__ import annotations
 
 import contextvars
-import json
 from collections.abc import Callable
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from .replace_401 import Replacement, replacing_401
 
 ACTING_FOR_HEADER = "X-Leave-Acting-For"
 _HEADER = ACTING_FOR_HEADER.lower().encode()
@@ -68,27 +69,15 @@ class ActingFor:
         )
         refusal: list[str] = []
         resets = (_named.set(values), _refusal.set(refusal))
-        replaced = False
 
-        async def answer(message: Message) -> None:
-            nonlocal replaced
-            if message["type"] == "http.response.start" and message["status"] == 401 and refusal:
-                replaced = True
-                self.refused()
-                body = json.dumps(
-                    {"error": "acting_for_refused", "error_description": refusal[0]}
-                ).encode()
-                await send({"type": "http.response.start", "status": 403, "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode())]})  # fmt: skip
-                await send({"type": "http.response.body", "body": body})
-                return
-            if replaced and message["type"] == "http.response.body":
-                return  # the 401's own body
-            await send(message)
+        def refused() -> Replacement | None:
+            if not refusal:
+                return None
+            self.refused()
+            return 403, {"error": "acting_for_refused", "error_description": refusal[0]}, []
 
         try:
-            await self.app(scope, receive, answer)
+            await self.app(scope, receive, replacing_401(send, refused))
         finally:
             _named.reset(resets[0])
             _refusal.reset(resets[1])

@@ -5,17 +5,17 @@ front end's credential and the person it names (acting_for.py)."""
 from __future__ import annotations
 
 import contextvars
-import json
 import logging
 from typing import Protocol
 
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from . import acting_for
 from .identity import ActingForRefused, Credential, FrontEnd, IdentityStore, TokenRefused
 from .oidc import JwksUnavailable
+from .replace_401 import Replacement, replacing_401
 
 logger = logging.getLogger(__name__)
 
@@ -113,27 +113,18 @@ class SignInOutage:
             return
         outage: list[str] = []
         reset = _outage.set(outage)
-        replaced = False
 
-        async def answer(message: Message) -> None:
-            nonlocal replaced
-            if message["type"] == "http.response.start" and message["status"] == 401 and outage:
-                replaced = True
-                body = json.dumps(
-                    {"error": "temporarily_unavailable",
-                     "error_description": "sign-in cannot be checked now; retry later"}
-                ).encode()  # fmt: skip
-                await send({"type": "http.response.start", "status": 503, "headers": [
-                    (b"content-type", b"application/json"), (b"retry-after", b"30"),
-                    (b"content-length", str(len(body)).encode())]})  # fmt: skip
-                await send({"type": "http.response.body", "body": body})
-                return
-            if replaced and message["type"] == "http.response.body":
-                return  # the 401's own body
-            await send(message)
+        def unavailable() -> Replacement | None:
+            if not outage:
+                return None
+            payload = {
+                "error": "temporarily_unavailable",
+                "error_description": "sign-in cannot be checked now; retry later",
+            }
+            return 503, payload, [(b"retry-after", b"30")]
 
         try:
-            await self.app(scope, receive, answer)
+            await self.app(scope, receive, replacing_401(send, unavailable))
         finally:
             _outage.reset(reset)
 
