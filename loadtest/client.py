@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, assert_never
 from urllib.parse import urlsplit
 
+from common import tokens
+from common.contract import StepKind
 from common.run_conversation import (
     Ask,
     Conversation,
@@ -317,6 +319,10 @@ class RunSample:
     session_id: str | None = None
     tools: list[str] = field(default_factory=list)  # each tool call's name, in order
     tool_errors: int = 0  # tool calls that came back as errors (a refusal, a declined cancel)
+    # The prompt records the cost calculator measures the repeated prefix from: each model
+    # call's prompt tokens in order, and the tokens of the text this client sent.
+    call_prompt_tokens: list[int] = field(default_factory=list)
+    request_tokens: int = 0
 
 
 def timed_run(
@@ -374,6 +380,10 @@ def timed_run(
     sample.prompt_tokens = finished.prompt_tokens
     sample.output_tokens = finished.completion_tokens
     sample.session_id = finished.session_id
+    sample.call_prompt_tokens = [
+        s.prompt_tokens for s in finished.steps or [] if s.type == StepKind.MODEL
+    ]
+    sample.request_tokens = tokens.message_tokens({"role": "user", "content": text})
     return sample
 
 

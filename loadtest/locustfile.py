@@ -111,7 +111,9 @@ def run_figures(s: RunSample) -> Figures:
     fields = {"status": s.status, "first_answer_ms": s.first_answer_ms, "run_ms": s.run_ms,
               "turns": s.turns, "tool_calls": s.tool_calls, "tools": s.tools,
               "tool_errors": s.tool_errors, "confirmations": s.confirmations,
-              "prompt_tokens": s.prompt_tokens, "output_tokens": s.output_tokens}  # fmt: skip
+              "prompt_tokens": s.prompt_tokens, "output_tokens": s.output_tokens,
+              "call_prompt_tokens": s.call_prompt_tokens,
+              "request_tokens": s.request_tokens}  # fmt: skip
     return Figures(fields, [("first answer token", s.first_answer_ms, 0),
                             ("run", s.run_ms, s.output_tokens)])  # fmt: skip
 

@@ -55,6 +55,14 @@ FIGURES = {
         1,
         "model_name:vllm_kv_cache_usage_perc:max",
     ),
+    # prompt tokens served from vLLM's prefix cache ÷ prompt tokens looked up, over the step:
+    # what the fine-tune's own cache shares of the prompts the records say repeat
+    "prefix_cache_hit_rate": Figure(
+        "sum(increase(vllm:prefix_cache_hits_total[{window}])) / "
+        "sum(increase(vllm:prefix_cache_queries_total[{window}]))",
+        1,
+        None,
+    ),
 }
 
 

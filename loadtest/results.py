@@ -25,6 +25,7 @@ from .summary import (
     LoadInfo,
     LoadSummary,
     ModelBlock,
+    PromptPrefix,
     RunsBlock,
     ScenarioBlock,
     SloBlock,
@@ -140,6 +141,24 @@ def _agent_block(records: list[dict[str, Any]], seconds: float, slo: Slo) -> Age
         tool_calls_per_run=sum(r["tool_calls"] for r in ok) / n,
         # absent from records of an older locustfile
         confirmations_per_run=sum(r.get("confirmations", 0) for r in ok) / n,
+        # absent, not null, when there are no records: a summary reads back as written
+        **({"prompt_prefix": prefix} if (prefix := _prompt_prefix(ok)) else {}),
+    )
+
+
+def _prompt_prefix(ok: list[dict[str, Any]]) -> PromptPrefix | None:
+    """The repeated prefix of every model call of the step's runs (PromptPrefix)."""
+    recorded = [r for r in ok if r.get("call_prompt_tokens")]
+    if not recorded:
+        return None  # records of an older locustfile, or no run finished
+    prompt = repeated = calls = 0
+    for r in recorded:
+        sent: list[int] = r["call_prompt_tokens"]
+        calls += len(sent)
+        prompt += sum(sent)
+        repeated += max(0, sent[0] - r.get("request_tokens", 0)) + sum(sent[:-1])
+    return PromptPrefix(
+        runs=len(recorded), calls=calls, prompt_tokens=prompt, repeated_tokens=repeated
     )
 
 

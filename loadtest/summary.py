@@ -120,12 +120,29 @@ class RunsBlock(_Block):
         return value
 
 
+class PromptPrefix(_Block):
+    """The step's model calls as prompt records: how much of each call's prompt repeats a
+    prefix sent before (a prefix cache, vLLM's or an API's, can serve it). A call's repeated
+    prefix is the previous call's whole prompt (a run resends its conversation); the first
+    call's is its prompt less the text the load test sent (system prompt, tools, history)."""
+
+    runs: int
+    calls: int
+    prompt_tokens: Number
+    repeated_tokens: Number
+
+    @property
+    def repeated_share(self) -> float:
+        return self.repeated_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+
 class AgentBlock(RunsBlock):
     """The agent users' runs through POST /v1/runs."""
 
     turns_per_run: Number
     tool_calls_per_run: Number
     confirmations_per_run: Number | None = None  # None: before 6fc8601
+    prompt_prefix: PromptPrefix | None = None  # None: written before prompt records
 
 
 class StepFigures(_Block):
@@ -135,6 +152,7 @@ class StepFigures(_Block):
     gpu_busy_mean: Number | None
     vllm_ttft_p95_ms: Number | None
     kv_cache_usage_max: Number | None
+    prefix_cache_hit_rate: Number | None = None  # None: not recorded before, or no lookups
     notes: list[str]
 
 

@@ -113,14 +113,26 @@ def notes(inputs: Inputs, figures: Figures) -> list[str]:
     said = list(inputs.workload.warnings)
     if found is None:
         said.append(
-            "with hidden costs there is no break-even: a replica busy at its SLO capacity "
-            f"through every busy hour still costs more than the API for the same {unit}s"
+            "with hidden costs there is no break-even: the GPU time each request needs at the "
+            f"peak hour's sizing costs more than the API charges for the same {unit}s"
         )
     elif found.cheaper_from_requests_per_day > found.requests_per_day * (1 + 1e-9):
         said.append(
             f"each extra GPU costs a whole GPU-day, so just past a full replica the API is "
             f"cheaper again for a while; self-hosting is never dearer from "
             f"{found.cheaper_from_requests_per_day:,.0f} {unit}s/day"
+        )
+    facts = inputs.workload.summary
+    if (
+        facts is not None
+        and unit == "agent run"
+        and facts.prompt_prefix is None
+        and inputs.settings.api_cached_share is None
+    ):
+        said.append(
+            "the summary has no prompt records (an older python -m loadtest wrote it): the "
+            "API's cached share is derived from the prompts' lengths, not measured; run the "
+            "load test again to measure it, or set api_cached_share"
         )
     if inputs.prompts.extra_per_call < 0:
         said.append("the API system prompt is shorter than the fine-tune's")

@@ -17,7 +17,6 @@ from common.cost import (
 from .inputs import PromptTokens, Workload
 from .maths import (
     FLAT,
-    HOURS_PER_DAY,
     BreakEven,
     SelfHost,
     Traffic,
@@ -39,8 +38,9 @@ class Point:
     """Both options at one volume."""
 
     requests_per_day: float
-    replicas: int
+    replicas: int  # at the peak hour
     gpus: int
+    gpu_hours_per_day: float  # the GPU time paid for: every hour's replicas × GPUs
     utilisation: float
     self_host_usd_per_day: float
     self_host_usd_per_request: float
@@ -66,6 +66,7 @@ class Figures:
     api_cached_input_tokens: float  # of those, read from the API's prompt cache
     api_cached_share: float  # api_cached_input_tokens ÷ api_input_tokens
     api_cached_share_how: str  # how the share was found, for the assumptions table
+    api_cached_share_measured: bool  # from the load test's prompt records
     api_output_tokens: float
     api_usd_per_request: float
     api_usd_per_million_tokens: float
@@ -83,7 +84,9 @@ class Figures:
 
 
 def traffic(s: CalculatorSettings) -> Traffic:
-    return Traffic(s.busy_hours_per_day, s.busy_share, s.peak_factor)
+    # the settings checked that the 24 percentages add up to 100 (within a rounding)
+    total = sum(s.daily_profile)
+    return Traffic(tuple(x / total for x in s.daily_profile), s.peak_factor)
 
 
 def api_prices(s: CalculatorSettings) -> CalculatorSettings:
@@ -148,13 +151,41 @@ def count_text(value: float) -> str:
     return f"{value:,.0f}"
 
 
+def measured_cached_tokens(inputs: Inputs) -> tuple[float, str] | None:
+    """The API input tokens per request that repeat a prefix, from the load test's prompt
+    records (None without them): each call's repeated prefix as the fine-tune sent it, plus
+    the API prompt's extra tokens, which every call repeats. Cached only when the calls'
+    mean repeated prefix reaches MIN_CACHED_PREFIX_TOKENS."""
+    facts = inputs.workload.summary
+    records = facts.prompt_prefix if facts else None
+    if records is None or not records.calls or not records.runs:
+        return None
+    extra = inputs.prompts.extra_per_call
+    repeated = records.repeated_tokens / records.runs + extra * records.calls / records.runs
+    per_call = repeated * records.runs / records.calls
+    total = api_tokens(inputs)[0]
+    shown = (
+        f"{count_text(repeated)} of {count_text(total)} tokens a request repeat a prefix: "
+        f"{records.repeated_share:.0%} of the fine-tune's prompts in {records.calls:,} model "
+        f"calls of {records.runs:,} runs, + the API prompt's {count_text(extra)} extra tokens "
+        "on each call"
+    )
+    if per_call < MIN_CACHED_PREFIX_TOKENS:
+        return 0.0, (
+            f"{shown}; a call repeats {count_text(per_call)} tokens on average, under the "
+            f"{MIN_CACHED_PREFIX_TOKENS:,} an API caches from: none cached"
+        )
+    return min(repeated, total), f"{shown}; cached from {MIN_CACHED_PREFIX_TOKENS:,} tokens"
+
+
 def api_cached_share(inputs: Inputs) -> tuple[float, str]:
-    """The share of the API's input billed at the cached price, and how it was found."""
+    """The share of the API's input billed at the cached price, and how it was found: set,
+    measured from the prompt records, or derived from the prompts' lengths."""
     given = inputs.settings.api_cached_share
     if given is not None:
         return given, "set"
     total = api_tokens(inputs)[0]
-    cached, how = derived_cached_tokens(inputs)
+    cached, how = measured_cached_tokens(inputs) or derived_cached_tokens(inputs)
     return (cached / total if total else 0.0), how
 
 
@@ -187,19 +218,18 @@ def self_host(inputs: Inputs, hidden: bool) -> SelfHost:
             s.storage_egress_usd_per_month,
         )
         shape = traffic(s)
+        scale_down = s.scaling == "scale_down"
     else:
-        # The seed article's view: every paid GPU hour busy, nothing but GPU time, one replica.
-        fixed = 0.0
-        minimum = 1
-        hours = s.billing_hours_per_day
-        shape = FLAT if hours == HOURS_PER_DAY else Traffic(hours, 1.0, 1.0)
+        # The seed article's view: one replica always on and busy every hour, GPU time only.
+        fixed, minimum, shape, scale_down = 0.0, 1, FLAT, False
     return SelfHost(
         replica_usd_per_hour=s.gpu_hourly_usd * s.gpu_count,
-        billing_hours_per_day=s.billing_hours_per_day,
         capacity_per_s=w.capacity_per_s,
         traffic=shape,
         fixed_usd_per_day=fixed,
         min_replicas=minimum,
+        scale_down=scale_down,
+        off_hours_min_replicas=s.off_hours_min_replicas,
     )
 
 
@@ -212,6 +242,7 @@ def point(inputs: Inputs, option: SelfHost, requests_per_day: float) -> Point:
         requests_per_day=requests_per_day,
         replicas=replicas,
         gpus=replicas * inputs.settings.gpu_count,
+        gpu_hours_per_day=option.replica_hours(requests_per_day) * inputs.settings.gpu_count,
         utilisation=option.utilisation(requests_per_day),
         self_host_usd_per_day=usd,
         self_host_usd_per_request=usd / requests_per_day,
@@ -228,6 +259,7 @@ class Unit(StrEnum):
     USD_PER_DAY = "usd/day"
     PER_SECOND = "/s"
     HOURS = "h"
+    FACTOR = "×"
     COUNT = "count"
     SHARE = "share"
 
@@ -275,12 +307,9 @@ def _cached_share(inputs: Inputs, factor: float) -> Inputs:
     return _settings(inputs, api_cached_share=min(1.0, api_cached_share(inputs)[0] * factor))
 
 
-def _busy_hours(inputs: Inputs, factor: float) -> Inputs:
-    # GPUs paid for fewer hours than the day has serve only inside them
-    s = inputs.settings
-    return _settings(
-        inputs, busy_hours_per_day=min(s.billing_hours_per_day, s.busy_hours_per_day * factor)
-    )
+def _peak(inputs: Inputs, factor: float) -> Inputs:
+    # the peak hour's share moves with the peak factor; below 1 it stands for a flatter peak
+    return _settings(inputs, peak_factor=inputs.settings.peak_factor * factor)
 
 
 def _hidden_costs(inputs: Inputs, factor: float) -> Inputs:
@@ -326,8 +355,8 @@ CAPACITY = Lever(
     ),
     Unit.PER_SECOND,
 )
-BUSY_HOURS = Lever("busy hours per day", lambda i: i.settings.busy_hours_per_day, _busy_hours,
-                   Unit.HOURS)  # fmt: skip
+PEAK = Lever("peak ÷ mean rate", lambda i: traffic(i.settings).peak_to_mean(), _peak,
+             Unit.FACTOR)  # fmt: skip
 HIDDEN_COSTS = Lever("hidden fixed costs", _read_hidden_costs, _hidden_costs, Unit.USD_PER_DAY)
 
 
@@ -338,8 +367,7 @@ def levers(inputs: Inputs) -> list[Lever]:
     prices = api_prices(s)
     if prices.api_cached_input_usd_per_million < prices.api_input_usd_per_million:
         moved.append(CACHED_SHARE)
-    if s.busy_hours_per_day < HOURS_PER_DAY:
-        moved.append(BUSY_HOURS)
+    moved.append(PEAK)
     if s.ops_usd_per_month or s.retraining_usd or s.storage_egress_usd_per_month:
         moved.append(HIDDEN_COSTS)
     return moved
@@ -382,13 +410,14 @@ def staircase_rows(option: SelfHost, volume: float, found: BreakEven | None) -> 
     """The replica counts worth a row: the first few, and those around the break-even, where
     self-hosting stops ever being dearer and the volume asked for. A handful whatever the
     volume: a billion requests a day need thousands of replicas, not thousands of rows."""
-    wanted = {1, 2, 3}
+    first = option.min_replicas  # fewer never run: their rows would repeat this one
+    wanted = {first, first + 1, first + 2}
     around = [option.replicas(volume)]
     if found is not None:
         around += [found.replicas, option.replicas(found.cheaper_from_requests_per_day)]
     for n in around:
         wanted |= {n - 1, n, n + 1}
-    return sorted(n for n in wanted if n >= 1)
+    return sorted(n for n in wanted if n >= first)
 
 
 def calculate(inputs: Inputs) -> Figures:
@@ -406,6 +435,8 @@ def calculate(inputs: Inputs) -> Figures:
         api_cached_input_tokens=api_in * cached_share,
         api_cached_share=cached_share,
         api_cached_share_how=cached_how,
+        api_cached_share_measured=s.api_cached_share is None
+        and measured_cached_tokens(inputs) is not None,
         api_output_tokens=api_out,
         api_usd_per_request=api_request,
         api_usd_per_million_tokens=api_request / (api_in + api_out) * PER_MILLION,

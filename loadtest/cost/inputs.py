@@ -16,6 +16,7 @@ from ..summary import (
     Capacity,
     CapacityReading,
     LoadSummary,
+    PromptPrefix,
     SloBlock,
     SummaryError,
     load_json,
@@ -50,6 +51,10 @@ class SummaryFacts:
     capacity_basis: str
     lower_bound: bool
     backend: Backend | None
+    # the capacity step's prompt records (None: an older summary, or model users only) and
+    # vLLM's prefix-cache hit rate over it (None: not recorded, or no lookups)
+    prompt_prefix: PromptPrefix | None = None
+    prefix_cache_hit_rate: float | None = None
 
     def as_json(self) -> dict[str, Any]:
         """cost.json's `summary` block: the summary's own slo and backend blocks as it held
@@ -324,7 +329,16 @@ def _from_summary(
         )
     reading, shown_by = summary.capacity_reading()
     lower_bound = reading is CapacityReading.LOWER_BOUND
-    if lower_bound:
+    if lower_bound and len(summary.steps) == 1:
+        notes.append(
+            (
+                "capacity_per_s",
+                f"the sweep had one step ({capacity.users} users): one step cannot show where "
+                "a replica saturates, so its capacity is at least this; sweep several user "
+                "counts (LOAD_SHAPE=steps, LOAD_STEPS ≥ 3) to find the knee",
+            )
+        )
+    elif lower_bound:
         notes.append(
             (
                 "capacity_per_s",
@@ -352,7 +366,11 @@ def _from_summary(
         capacity_basis=chosen,
         lower_bound=lower_bound,
         backend=summary.backend,
-    )
+        prompt_prefix=step.agent.prompt_prefix if step and step.agent and unit == "agent run"
+        else None,
+        prefix_cache_hit_rate=step.prometheus.prefix_cache_hit_rate
+        if step and step.prometheus else None,
+    )  # fmt: skip
     return measured, unit, notes, facts
 
 

@@ -47,17 +47,12 @@ class ApiPreset:
 
 @dataclass(frozen=True)
 class TrafficProfile:
-    busy_hours_per_day: float
-    busy_share: float  # of the day's requests, in the busy hours
-    peak_factor: float  # the busiest moment ÷ the busy hours' mean rate
+    daily_profile: tuple[float, ...]  # % of the day's requests in each hour, 00:00 first
+    peak_factor: float  # the busiest minutes ÷ the busiest hour's mean rate
     description: str
 
     def values(self) -> dict[str, object]:
-        return {
-            "busy_hours_per_day": self.busy_hours_per_day,
-            "busy_share": self.busy_share,
-            "peak_factor": self.peak_factor,
-        }
+        return {"daily_profile": list(self.daily_profile), "peak_factor": self.peak_factor}
 
 
 # The defaults are the stack's own price defaults (common.cost.CostSettings), so the report and
@@ -117,13 +112,32 @@ API_PRESETS: dict[str, ApiPreset] = {
     ),
 }  # fmt: skip
 
+# What an engineer's hour costs the employer, for the ops labour: the mean wage of US software
+# developers ($144,570 a year, BLS Occupational Employment and Wage Statistics, May 2024,
+# SOC 15-1252) over 2,080 paid hours, × 44.40 / 31.25, private industry's total compensation
+# per hour worked over its wages and salaries (BLS Employer Costs for Employee Compensation,
+# September 2024): $98.75.
+ENGINEER_USD_PER_HOUR = round(144_570 / 2080 * 44.40 / 31.25, 2)
+ENGINEER_USD_PER_HOUR_SOURCE = (
+    "BLS OEWS May 2024 mean wage of software developers, $144,570/year ÷ 2,080 h, × 1.42 "
+    "benefits and employer costs (BLS ECEC, September 2024)"
+)
+
+# An internal leave assistant is used at work: 80 % of the day's requests in the 9 working
+# hours 09:00–18:00, a dip at lunch, the busiest hour 10:00–11:00 with 11 % (2.64 × the day's
+# mean rate), a trickle in the evening and at night. Illustrative: a site puts its own 24
+# numbers from its traffic (the loop's leave_loop_runs_total by hour) in `daily_profile`.
+OFFICE_DAY = (
+    0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 2.0,  # 00–08
+    4.0, 9.0, 11.0, 10.0, 5.0, 8.0, 10.0, 10.0,  # 08–16
+    9.0, 8.0, 3.0, 2.5, 2.0, 1.5, 1.0, 0.5,  # 16–24
+)  # fmt: skip
+
 TRAFFIC_PROFILES: dict[str, TrafficProfile] = {
-    "flat": TrafficProfile(24.0, 1.0, 1.0, "requests spread evenly over the whole day"),
-    # An internal leave assistant is used at work: most requests fall in one working day.
+    "flat": TrafficProfile((100 / 24,) * 24, 1.0, "requests spread evenly over the whole day"),
     "office_hours": TrafficProfile(
-        9.0,
-        0.9,
+        OFFICE_DAY,
         1.0,
-        "90 % of the day's requests in 9 working hours, the rest spread over the night",
+        "80 % of the day's requests in 09:00–18:00, the busiest hour 10:00–11:00 with 11 %",
     ),
 }

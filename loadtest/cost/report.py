@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 import math
 import unicodedata
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from ..summary import Backend
@@ -63,6 +63,7 @@ class Report:
     title: str
     banner: str | None
     verdict: str
+    headline: list[str]  # under the verdict: API pricing, peak sizing, redundancy
     tables: list[Table]
     notes: list[str]
 
@@ -116,6 +117,77 @@ def redundancy(min_replicas: int) -> str:
     if min_replicas == 1:
         return "1 — no redundancy: a single point of failure (min_replicas = 1)"
     return f"at least {min_replicas} (N+1: one can fail or be upgraded while the rest serve)"
+
+
+def hours_text(hours: list[int]) -> str:
+    """Hours as clock ranges: [9, 10, 11, 20] → "09:00–12:00, 20:00–21:00"."""
+    spans: list[list[int]] = []
+    for hour in sorted(hours):
+        if spans and spans[-1][1] == hour:
+            spans[-1][1] = hour + 1
+        else:
+            spans.append([hour, hour + 1])
+    return ", ".join(f"{a:02d}:00–{b % 24:02d}:00" for a, b in spans) or "none"
+
+
+def pricing_line(inputs: Inputs, sources: dict[str, Source], figures: Figures) -> str:
+    s, f = inputs.settings, figures
+    how = (
+        "set"
+        if s.api_cached_share is not None
+        else "measured from the load test's prompts"
+        if f.api_cached_share_measured
+        else "derived from the prompts' lengths"
+    )
+    if s.api_blended_usd_per_million is not None:
+        cached = "one blended price: nothing billed less for being cached"
+    elif s.api_cached_input_usd_per_million >= s.api_input_usd_per_million:
+        cached = "cached input billed as input (no cached price)"
+    else:
+        cached = f"{share(f.api_cached_share)} of its input cached ({how})"
+    return f"API pricing: {api_label(inputs, sources)}; {cached}."
+
+
+def peak_line(inputs: Inputs, figures: Figures) -> str:
+    """How the GPUs were sized, and the GPU time paid for, in one line."""
+    s, f = inputs.settings, figures
+    t, at = f.with_hidden.traffic, f.operating_point
+    peak = t.peak_hour()
+    bursty = f", × {s.peak_factor:g} at its busiest minutes" if s.peak_factor != 1 else ""
+    other = replace(f.with_hidden, scale_down=not f.with_hidden.scale_down)
+    other_hours = other.replica_hours(at.requests_per_day) * s.gpu_count
+    sized = (
+        f"Peak sizing: the busiest hour, {hours_text([peak])}, carries "
+        f"{t.hourly_shares[peak]:.1%} of the day's {inputs.workload.unit}s "
+        f"({t.peak_to_mean():.2f}× the day's mean rate{bursty}): "
+        f"{count(at.requests_per_day)}/day need {at.gpus:,} GPU{'s' if at.gpus != 1 else ''} "
+        "there at the SLO"
+    )
+    if f.with_hidden.scale_down:
+        busy = [h for h in range(24) if t.busy(h)]
+        return (
+            f"{sized}; scaled down off-hours: {count(at.gpu_hours_per_day)} GPU-hours/day "
+            f"(always on: {count(other_hours)}), KEDA keeping at least {s.min_replicas} "
+            f"in {hours_text(busy)}, {s.off_hours_min_replicas} in the other hours, at most "
+            f"{at.replicas}."
+        )
+    return (
+        f"{sized}; always on: {count(at.gpu_hours_per_day)} GPU-hours/day "
+        f"(scaled down off-hours: {count(other_hours)}, scaling = scale_down)."
+    )
+
+
+def redundancy_line(inputs: Inputs) -> str:
+    n = inputs.settings.min_replicas
+    if n == 1:
+        return (
+            "Redundancy: none — min_replicas = 1, a single point of failure: an upgrade or a "
+            "failed GPU stops the service."
+        )
+    return (
+        f"Redundancy: at least {n} replicas at any volume (N+1: one can fail or be upgraded "
+        "while the rest serve), in the break-even and the staircase."
+    )
 
 
 def gpu_label(inputs: Inputs) -> str:
@@ -204,7 +276,14 @@ def verdict(inputs: Inputs, figures: Figures) -> str:
 def build(inputs: Inputs, figures: Figures, sources: dict[str, Source], notes: list[str]) -> Report:
     parts = tables(inputs, figures)
     parts.append(assumptions(inputs, figures, sources))
-    return Report(title(inputs, sources), banner(inputs), verdict(inputs, figures), parts, notes)
+    headline = [
+        pricing_line(inputs, sources, figures),
+        peak_line(inputs, figures),
+        redundancy_line(inputs),
+    ]
+    return Report(
+        title(inputs, sources), banner(inputs), verdict(inputs, figures), headline, parts, notes
+    )
 
 
 def _break_even_row(name: str, found: BreakEven | None, gpus_per_replica: int) -> list[str]:
@@ -261,8 +340,8 @@ def tables(inputs: Inputs, figures: Figures) -> list[Table]:
             ],
             [
                 f"$ per day {volume}",
-                f"{usd(at.self_host_usd_per_day)} ({at.gpus:,} GPU, "
-                f"{share(at.utilisation)} utilised)",
+                f"{usd(at.self_host_usd_per_day)} ({at.gpus:,} GPU at the peak, "
+                f"{count(at.gpu_hours_per_day)} GPU-hours, {share(at.utilisation)} utilised)",
                 usd(at.api_usd_per_day),
             ],
         ],
@@ -278,8 +357,10 @@ def tables(inputs: Inputs, figures: Figures) -> list[Table]:
                 s.gpu_count,
             ),
             _break_even_row(
-                f"with hidden costs: {s.traffic_profile} traffic (peak "
-                f"{f.with_hidden.traffic.peak_to_mean():.2f}× the mean), fixed "
+                f"with hidden costs: the daily profile (peak "
+                f"{f.with_hidden.traffic.peak_to_mean():.2f}× the mean), "
+                f"{s.scaling.replace('_', ' ')}, at least {s.min_replicas} replica"
+                f"{'s' if s.min_replicas > 1 else ''}, fixed "
                 + (f"{usd(hidden_total)}/day" if hidden_total else "costs none set ($0)"),
                 f.break_even_with_hidden,
                 s.gpu_count,
@@ -294,12 +375,20 @@ def tables(inputs: Inputs, figures: Figures) -> list[Table]:
     for i, (x, mark) in enumerate(marked):
         previous = [p for p, m in marked[:i] if not m]
         if not mark and previous and x.replicas > previous[-1].replicas + 1:
-            rows.append(["…", "", "", "", "", ""])  # replica counts that decide nothing
+            rows.append(["…", "", "", "", "", "", ""])  # replica counts that decide nothing
         rows.append(_stair_row(x, mark))
     staircase = Table(
         "Daily cost in whole GPUs (with hidden costs; each row: the most that many GPUs serve, "
         "around the volumes that matter)",
-        [f"{w.unit}s/day", "GPUs", "utilisation", "self-host $/day", "API $/day", "cheaper"],
+        [
+            f"{w.unit}s/day",
+            "GPUs at the peak",
+            "GPU-hours/day",
+            "utilisation",
+            "self-host $/day",
+            "API $/day",
+            "cheaper",
+        ],
         rows,
     )
     step = share(s.sensitivity_step)
@@ -325,6 +414,7 @@ def _stair_row(x: Point, mark: str) -> list[str]:
     return [
         count(x.requests_per_day) + mark,
         f"{x.gpus:,}",
+        count(x.gpu_hours_per_day),
         share(x.utilisation),
         usd(x.self_host_usd_per_day),
         usd(x.api_usd_per_day),
@@ -343,6 +433,8 @@ def _input_value(unit: Unit, value: float) -> str:
         return f"{value:.3g}/s"
     if unit is Unit.HOURS:
         return f"{value:g} h"
+    if unit is Unit.FACTOR:
+        return f"{value:.2f}×"
     if unit is Unit.SHARE:
         return share(value)
     return count(value)
@@ -402,22 +494,35 @@ def assumptions(inputs: Inputs, figures: Figures, sources: dict[str, Source]) ->
             src("gpu_name", "gpu_hourly_usd", "gpu_count"),
         ],
         ["replicas kept running", redundancy(s.min_replicas), src("min_replicas")],
-        ["GPU hours paid per day", f"{s.billing_hours_per_day:g}", src("billing_hours_per_day")],
         [
-            "traffic",
-            f"{s.traffic_profile}: {share(s.busy_share)} of requests in {s.busy_hours_per_day:g} "
-            f"busy hours, peak factor {s.peak_factor:g} → peak {peak:.2f}× the mean",
-            src("traffic_profile", "busy_hours_per_day", "busy_share", "peak_factor"),
+            "scaling",
+            "always on: every hour runs the peak hour's replicas"
+            if s.scaling == "always_on"
+            else f"scaled down: each hour runs its own peak's replicas, at least "
+            f"{s.min_replicas} in the working hours, {s.off_hours_min_replicas} in the others",
+            src("scaling", "off_hours_min_replicas"),
+        ],
+        [
+            "daily profile (% of the day's requests by hour from 00:00)",
+            " ".join(f"{x:g}" for x in s.daily_profile)
+            + f" — peak {hours_text([f.with_hidden.traffic.peak_hour()])}, "
+            f"{peak:.2f}× the mean with peak factor {s.peak_factor:g}",
+            src("traffic_profile", "daily_profile", "peak_factor"),
         ],
         [
             "one replica serves a day",
-            f"{count(f.with_hidden.requests_per_replica_day)} {w.unit}s with the traffic profile, "
+            f"{count(f.with_hidden.requests_per_replica_day)} {w.unit}s with the daily profile, "
             f"{count(f.without_hidden.requests_per_replica_day)} if spread evenly",
-            "capacity × 3600 s × hours ÷ peak factors",
+            "capacity × 3600 s ÷ the peak hour's share of the day",
         ],
         [
             "ops labour",
-            f"{usd(s.ops_usd_per_month)}/month = {usd(f.hidden_usd_per_day['ops labour'])}/day",
+            (
+                f"{s.ops_hours_per_month:g} h/month × {usd(s.ops_usd_per_hour)}/h = "
+                if s.ops_hours_per_month
+                else ""
+            )
+            + f"{usd(s.ops_usd_per_month)}/month = {usd(f.hidden_usd_per_day['ops labour'])}/day",
             src("ops_usd_per_month"),
         ],
         [
@@ -457,10 +562,22 @@ def assumptions(inputs: Inputs, figures: Figures, sources: dict[str, Source]) ->
             f"{share(f.api_cached_share)} ({f.api_cached_share_how})",
             src("api_cached_share")
             if s.api_cached_share is not None
+            else f"measured: the prompt records of {w.summary.path if w.summary else '?'}"
+            if f.api_cached_share_measured
             else "derived: the prompts' token counts (common.tokens); "
             f"{w.sources['input_tokens']}; {w.sources['model_calls']}",
         ]
     )
+    hit_rate = w.summary.prefix_cache_hit_rate if w.summary else None
+    if hit_rate is not None:
+        rows.append(
+            [
+                "vLLM prefix-cache hit rate (the fine-tune's own)",
+                f"{share(hit_rate)} of the prompt tokens in the capacity step",
+                "summary.json: vllm:prefix_cache_hits_total ÷ vllm:prefix_cache_queries_total "
+                "via Prometheus",
+            ]
+        )
     if s.requests_per_day is not None:
         rows.append(
             ["expected volume", f"{count(s.requests_per_day)}/day", src("requests_per_day")]
@@ -497,6 +614,7 @@ def markdown(report: Report) -> str:
     if report.banner:
         lines += [f"> **{report.banner}**", ""]
     lines += [f"**{report.verdict}**", ""]
+    lines += [*[f"- {line}" for line in report.headline], ""]
     notes = report.notes
     for table in report.tables:
         widths = [
@@ -525,6 +643,8 @@ def page(report: Report, svg: str) -> str:
     if report.banner:
         body.append(f'<p class="banner" role="alert">{html.escape(report.banner)}</p>')
     body.append(f'<p class="verdict">{html.escape(report.verdict)}</p>')
+    items = "".join(f"<li>{html.escape(line)}</li>" for line in report.headline)
+    body.append(f'<ul class="headline">{items}</ul>')
     body.append(f'<figure class="chart">{svg}</figure>')
     for table in report.tables:
         head = "".join(f"<th>{html.escape(c)}</th>" for c in table.header)
@@ -573,6 +693,7 @@ def as_json(
         "title": report.title,
         "banner": report.banner,
         "verdict": report.verdict,
+        "headline": report.headline,
         "unit": inputs.workload.unit,
         "summary": None if inputs.workload.summary is None else inputs.workload.summary.as_json(),
         "settings": {

@@ -11,10 +11,10 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, ValidationError
-from pydantic_settings import SettingsConfigDict
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import NoDecode, SettingsConfigDict
 
 from common.cost import MAX_API_USD_PER_MILLION, CostSettings
 from common.entrypoint import StartupError
@@ -25,6 +25,8 @@ from .presets import (
     DEFAULT_API_PRESET,
     DEFAULT_GPU_PRESET,
     DEFAULT_TRAFFIC_PROFILE,
+    ENGINEER_USD_PER_HOUR,
+    ENGINEER_USD_PER_HOUR_SOURCE,
     GPU_PRESETS,
     TRAFFIC_PROFILES,
 )
@@ -50,6 +52,11 @@ MIN_CAPACITY_PER_S = 1e-3  # one request in 17 minutes
 MAX_TOKENS_PER_REQUEST = 1e8
 MAX_USD = 1e9  # a month's ops, one retraining, a month's storage
 MAX_GPUS_PER_REPLICA = 1024
+HOURS_PER_DAY = 24
+MAX_OPS_HOURS_PER_MONTH = 744  # every hour of a 31-day month
+# Percentages typed with one decimal may miss 100 by a rounding; more is a profile that
+# does not add up.
+PROFILE_SLACK_PERCENT = 0.05
 CAPACITY_BASES = ("auto", "runs", "tokens", "output_tokens")
 
 
@@ -92,31 +99,37 @@ class CalculatorSettings(CostSettings):
             "while the other serves; 1 accepts a single point of failure, and the report says so."
         ),
     )
-    billing_hours_per_day: float = Field(
-        24.0,
-        gt=0,
-        le=24,
+    scaling: Literal["always_on", "scale_down"] = Field(
+        "always_on",
         description=(
-            "Hours a day each GPU is paid for; below 24 all traffic must fall inside them."
+            "`always_on`: every hour runs the replicas the peak hour needs; `scale_down`: "
+            "each hour runs what its own peak needs (KEDA), never fewer than `min_replicas` "
+            "in the working hours (at or above the day's mean rate) nor than "
+            "`off_hours_min_replicas` in the others."
+        ),
+    )
+    off_hours_min_replicas: int = Field(
+        1,
+        ge=0,
+        le=64,
+        description=(
+            "With `scale_down`: replicas kept outside the working hours (KEDA's "
+            "minReplicaCount there; 0 scales to zero and pays a cold start on the first request)."
         ),
     )
     traffic_profile: str = Field(
         DEFAULT_TRAFFIC_PROFILE,
-        description="Fills the three below: `office_hours` (9 h, 0.9, 1) or `flat` (24 h, 1, 1).",
-    )
-    busy_hours_per_day: float = Field(
-        TRAFFIC_PROFILES[DEFAULT_TRAFFIC_PROFILE].busy_hours_per_day,
-        ge=0.5,
-        le=24,
-        description="Hours a day that carry `busy_share` of the requests.",
-        json_schema_extra=deployed(shown_default=PROFILE),
-    )
-    busy_share: float = Field(
-        TRAFFIC_PROFILES[DEFAULT_TRAFFIC_PROFILE].busy_share,
-        gt=0,
-        le=1,
         description=(
-            "Share of the day's requests in the busy hours (the rest spread over the others)."
+            "Fills `daily_profile` and `peak_factor`: `office_hours` (80 % of the day's "
+            "requests in 09:00–18:00, peak hour 10:00 with 11 %) or `flat`."
+        ),
+    )
+    # NoDecode: a variable gives "0.5, 0.5, …", split by the validator below, not JSON
+    daily_profile: Annotated[list[float], NoDecode] = Field(
+        list(TRAFFIC_PROFILES[DEFAULT_TRAFFIC_PROFILE].daily_profile),
+        description=(
+            "% of the day's requests in each hour, 24 numbers from 00:00 adding up to 100 "
+            "(comma-separated in a variable or flag); GPUs are sized for the busiest."
         ),
         json_schema_extra=deployed(shown_default=PROFILE),
     )
@@ -124,7 +137,7 @@ class CalculatorSettings(CostSettings):
         TRAFFIC_PROFILES[DEFAULT_TRAFFIC_PROFILE].peak_factor,
         ge=1,
         le=100,
-        description="Busiest moment ÷ the busy hours' mean rate.",
+        description="The busiest minutes ÷ the busiest hour's mean rate.",
         json_schema_extra=deployed(shown_default=PROFILE),
     )
     requests_per_day: float | None = Field(
@@ -174,7 +187,29 @@ class CalculatorSettings(CostSettings):
         json_schema_extra=deployed(shown_default="from the summary (turns per run), else 1"),
     )
     ops_usd_per_month: float = Field(
-        0.0, ge=0, le=MAX_USD, description="Ops labour for the self-hosted stack."
+        0.0,
+        ge=0,
+        le=MAX_USD,
+        description="Ops labour for the self-hosted stack (or set the two below).",
+        json_schema_extra=deployed(shown_default="0, or hours × rate"),
+    )
+    ops_hours_per_month: float = Field(
+        0.0,
+        ge=0,
+        le=MAX_OPS_HOURS_PER_MONTH,
+        description=(
+            "Engineer hours a month the self-hosted stack takes (upgrades, the release gate, "
+            "restore drills, on-call); × `ops_usd_per_hour` gives the ops labour."
+        ),
+    )
+    ops_usd_per_hour: float = Field(
+        ENGINEER_USD_PER_HOUR,
+        gt=0,
+        le=10_000,
+        description=(
+            f"An engineer's hour as it costs the employer: ${ENGINEER_USD_PER_HOUR:.2f} "
+            f"({ENGINEER_USD_PER_HOUR_SOURCE})."
+        ),
     )
     retraining_usd: float = Field(
         0.0, ge=0, le=MAX_USD, description="What one retraining of the model costs."
@@ -241,8 +276,23 @@ class CalculatorSettings(CostSettings):
         description="How far each input moves in the sensitivity table (± this share).",
     )
 
+    @field_validator("daily_profile", mode="before")
+    @classmethod
+    def _numbers_from_text(cls, value: object) -> object:
+        # a variable or a flag gives text: "0.5, 0.5, …" (or a JSON list)
+        if isinstance(value, str):
+            return [part for part in value.replace("[", " ").replace("]", " ")
+                    .replace(",", " ").split()]  # fmt: skip
+        return value
+
 
 FIELDS = tuple(CalculatorSettings.model_fields)
+# Settings an earlier version had, and what took their place.
+RETIRED = {
+    "billing_hours_per_day": "scaling (always_on or scale_down)",
+    "busy_hours_per_day": "daily_profile (24 hourly percentages)",
+    "busy_share": "daily_profile (24 hourly percentages)",
+}
 
 
 @dataclass(frozen=True)
@@ -277,6 +327,8 @@ def read_file(path: Path) -> dict[str, object]:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise SettingError(f"{path}: not a TOML file: {error}") from None
     for key in values:
+        if key in RETIRED:
+            raise SettingError(f"{path}: {key}: no longer a setting: use {RETIRED[key]}")
         if key not in FIELDS:
             close = difflib.get_close_matches(key, FIELDS, n=1)
             hint = f" (did you mean {close[0]}?)" if close else ""
@@ -296,6 +348,9 @@ def load(
             sources[key] = Source(
                 "file", f"{settings_file}: {key}", f"settings file {settings_file}"
             )
+    for old, new in RETIRED.items():
+        if env_name(old) in environ:
+            raise SettingError(f"{env_name(old)}: no longer a setting: use {new}")
     for field in FIELDS:
         if env_name(field) in environ:
             values[field] = environ[env_name(field)]
@@ -323,6 +378,21 @@ def load(
         values[cached] = values["api_input_usd_per_million"]
         sources[cached] = Source(
             "preset", env_name(cached), "the input price (no cached-input price set with it)"
+        )
+    if "ops_hours_per_month" in values:
+        if "ops_usd_per_month" in values:
+            raise SettingError(
+                f"{sources['ops_usd_per_month'].setting} and "
+                f"{sources['ops_hours_per_month'].setting}: set the ops labour one way, as "
+                "dollars a month or as hours a month (× ops_usd_per_hour)"
+            )
+        values["ops_usd_per_month"] = _ops_from_hours(values)
+        rate = "ops_usd_per_hour"
+        rate_origin = sources[rate].origin if rate in sources else ENGINEER_USD_PER_HOUR_SOURCE
+        sources["ops_usd_per_month"] = Source(
+            "preset",
+            sources["ops_hours_per_month"].setting,
+            f"ops_hours_per_month × ops_usd_per_hour ({rate_origin})",
         )
     for preset_values, origin in (
         (a.cached_values(), f"preset {api} ({a.cached_source}, {a.cached_date})"),
@@ -368,21 +438,36 @@ def check(settings: CalculatorSettings, sources: Mapping[str, Source]) -> None:
             f"a miss (got cached ${s.api_cached_input_usd_per_million:g} > input "
             f"${s.api_input_usd_per_million:g} per 1M tokens)"
         )
-    if s.busy_hours_per_day == 24 and s.busy_share < 1:
+    profile = s.daily_profile
+    setting = sources["daily_profile"].setting
+    if len(profile) != HOURS_PER_DAY:
         raise SettingError(
-            f"{blame('busy_hours_per_day', 'busy_share')}: 24 busy hours leave no hour for the "
-            f"other {1 - s.busy_share:.0%} of requests: set busy_share = 1 or fewer busy hours "
-            f"(got busy_hours_per_day {s.busy_hours_per_day:g}, busy_share {s.busy_share:g})"
+            f"{setting}: {len(profile)} numbers, need 24: the % of the day's requests in each "
+            "hour from 00:00"
         )
-    if s.billing_hours_per_day < 24 and (
-        s.busy_share < 1 or s.busy_hours_per_day > s.billing_hours_per_day
-    ):
+    negative = [hour for hour, value in enumerate(profile) if value < 0]
+    if negative:
+        hour = negative[0]
+        raise SettingError(f"{setting}: hour {hour:02d}:00 has {profile[hour]:g} %, below 0")
+    total = sum(profile)
+    if abs(total - 100) > PROFILE_SLACK_PERCENT:
         raise SettingError(
-            f"{blame('billing_hours_per_day', 'busy_share', 'busy_hours_per_day')}: GPUs paid "
-            f"for {s.billing_hours_per_day:g} h a day serve no request outside those hours: "
-            f"needs busy_share = 1 and busy_hours_per_day ≤ {s.billing_hours_per_day:g} "
-            f"(got {s.busy_share:g} and {s.busy_hours_per_day:g})"
+            f"{setting}: the 24 hours add up to {total:g} %, not 100 %: every request of the "
+            "day falls in one of them"
         )
+
+
+def _ops_from_hours(values: Mapping[str, object]) -> float:
+    """Hours × rate, each as given (text from a variable or flag) or the rate's default; what
+    is not a number is left to the model's validation, which names its setting."""
+    try:
+        hours = float(str(values["ops_hours_per_month"]))
+        rate = float(str(values.get("ops_usd_per_hour", ENGINEER_USD_PER_HOUR)))
+    except ValueError:
+        return 0.0
+    if not 0 <= hours <= MAX_OPS_HOURS_PER_MONTH:
+        return 0.0  # the hours' own bounds are the error to show
+    return hours * rate
 
 
 def _prompt_path(

@@ -19,6 +19,7 @@ from loadtest.cost.presets import (
     API_PRESETS,
     DEFAULT_API_PRESET,
     DEFAULT_GPU_PRESET,
+    ENGINEER_USD_PER_HOUR,
     GPU_PRESETS,
 )
 from loadtest.cost.settings import SettingError, load
@@ -110,11 +111,14 @@ def test_the_report_says_when_the_capacity_is_only_a_lower_bound(tmp_path, capsy
     path.write_text(json.dumps(summary))
     status, out, _ = run(capsys, str(path))
     assert status == 0
-    assert "still met the SLO" in out and "raw model requests/s" in out
+    # one step cannot show the knee: said in one line, not mistaken for a tested maximum
+    said = [line for line in out.splitlines() if "the sweep had one step (6 users)" in line]
+    assert len(said) == 1 and "find the knee" in said[0]
+    assert "raw model requests/s" in out
     # both caveats are about the capacity: given explicitly, they no longer apply
     status, out, _ = run(capsys, str(path), "--capacity-requests-per-s", "3")
     assert status == 0
-    assert "still met the SLO" not in out and "raw model requests/s" not in out
+    assert "the sweep had one step" not in out and "raw model requests/s" not in out
 
 
 def _sweep(tmp_path, *steps: tuple[int, float, float]) -> Path:
@@ -225,9 +229,13 @@ def test_layers_preset_file_environment_flag():
     file_only = load(EXAMPLE, {}, {})
     assert file_only.settings.gpu_hourly_usd == GPU_PRESETS["h200-runpod-on-demand"].gpu_hourly_usd
     assert file_only.sources["gpu_hourly_usd"].kind == "preset"
-    assert file_only.sources["ops_usd_per_month"].kind == "file"
-    env = load(EXAMPLE, {"COST_GPU_HOURLY_USD": "2.5", "COST_OPS_USD_PER_MONTH": "100"}, {})
-    assert (env.settings.gpu_hourly_usd, env.settings.ops_usd_per_month) == (2.5, 100)
+    # the file gives ops hours; the labour is hours × the sourced rate
+    assert file_only.sources["ops_hours_per_month"].kind == "file"
+    assert file_only.settings.ops_usd_per_month == pytest.approx(16 * ENGINEER_USD_PER_HOUR)
+    assert "BLS" in file_only.sources["ops_usd_per_month"].origin
+    env = load(EXAMPLE, {"COST_GPU_HOURLY_USD": "2.5", "COST_OPS_USD_PER_HOUR": "50"}, {})
+    assert (env.settings.gpu_hourly_usd, env.settings.ops_usd_per_month) == (2.5, 800)
+    assert env.sources["ops_usd_per_month"].origin.endswith("(COST_OPS_USD_PER_HOUR)")
     assert env.sources["gpu_hourly_usd"].setting == "COST_GPU_HOURLY_USD"
     flag = load(EXAMPLE, {"COST_GPU_HOURLY_USD": "2.5"}, {"gpu_hourly_usd": "1.75"})
     assert flag.settings.gpu_hourly_usd == 1.75
@@ -236,9 +244,12 @@ def test_layers_preset_file_environment_flag():
     other = load(None, {}, {"api_preset": "claude-haiku-4.5", "api_input_usd_per_million": "0.8"})
     assert other.settings.api_output_usd_per_million == 5.0
     assert other.settings.api_input_usd_per_million == 0.8
-    # a profile fills the busy hours unless set
+    # a profile fills the daily profile unless set
     flat = load(None, {}, {"traffic_profile": "flat"})
-    assert (flat.settings.busy_hours_per_day, flat.settings.busy_share) == (24, 1)
+    assert flat.settings.daily_profile == pytest.approx([100 / 24] * 24)
+    own = load(None, {}, {"traffic_profile": "flat", "daily_profile": "0 " * 23 + "100"})
+    assert own.settings.daily_profile[-1] == 100
+    assert own.sources["daily_profile"].setting == "--daily-profile"
 
 
 def test_the_default_presets_are_the_stacks_own_price_settings():
@@ -315,9 +326,28 @@ BAD_SETTINGS = [
     (["--gpu-count", "0"], {}, None, "--gpu-count"),
     (["--capacity-basis", "vibes"], {}, None, "--capacity-basis"),
     (["--sensitivity-step", "1.5"], {}, None, "--sensitivity-step"),
-    (["--busy-hours-per-day", "24"], {}, None, "--busy-hours-per-day: 24 busy hours leave"),
-    ([], {"COST_BUSY_SHARE": "0.5", "COST_TRAFFIC_PROFILE": "flat"}, None, "COST_BUSY_SHARE"),
-    (["--billing-hours-per-day", "10"], {}, None, "--billing-hours-per-day: GPUs paid"),
+    # a daily profile that does not add up: too few hours, a sum short of 100 %, a negative hour
+    (["--daily-profile", "10,20,70"], {}, None, "--daily-profile: 3 numbers, need 24"),
+    (["--daily-profile", ",".join(["4"] * 24)], {}, None, "add up to 96 %, not 100 %"),
+    (
+        [],
+        {"COST_DAILY_PROFILE": ",".join(["5"] * 20 + ["-5", "5", "5", "0"])},
+        None,
+        "COST_DAILY_PROFILE: hour 20:00 has -5 %, below 0",
+    ),
+    ([], {}, "daily_profile = [100]\n", "cost.toml: daily_profile: 1 numbers, need 24"),
+    (["--daily-profile", "lots"], {}, None, "--daily-profile"),
+    # settings of an earlier version say what replaced them
+    ([], {"COST_BUSY_SHARE": "0.5"}, None, "COST_BUSY_SHARE: no longer a setting: use daily"),
+    ([], {}, "billing_hours_per_day = 10\n", "billing_hours_per_day: no longer a setting"),
+    (["--scaling", "sometimes"], {}, None, "--scaling"),
+    (["--min-replicas", "0"], {}, None, "--min-replicas"),
+    (
+        ["--ops-hours-per-month", "10", "--ops-usd-per-month", "900"],
+        {},
+        None,
+        "set the ops labour one way",
+    ),
     (["--api-system-prompt-file", "nowhere.txt"], {}, None, "--api-system-prompt-file: no such"),
     (["--settings", "missing.toml"], {}, None, "--settings: cannot read"),
     (["--no-such-flag", "1"], {}, None, "unrecognized arguments"),

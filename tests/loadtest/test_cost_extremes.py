@@ -45,7 +45,7 @@ REFUSED = [
     ("--input-tokens-per-request", "1e300", "less than or equal to 100000000"),
     ("--ops-usd-per-month", "1e300", "less than or equal to 1000000000"),
     ("--retraining-every-days", "1e-9", "greater than or equal to 1"),
-    ("--busy-hours-per-day", "1e-9", "greater than or equal to 0.5"),
+    ("--ops-hours-per-month", "1e300", "less than or equal to 744"),
     ("--peak-factor", "1e300", "less than or equal to 100"),
     ("--gpu-count", "100000000", "less than or equal to 1024"),
 ]
@@ -71,6 +71,8 @@ def figures_at(requests_per_day: str, capacity: str = "2.7") -> tuple[Inputs, ob
         # every input token at the input price, so that this layout's break-even (~180,000)
         # stays where these cases were drawn around (test_cost_cached prices the cache)
         "api_cached_share": "0",
+        # 90 % of the requests in 9 hours, the profile these cases were drawn around
+        "daily_profile": ",".join([repr(10 / 15)] * 9 + ["10"] * 9 + [repr(10 / 15)] * 6),
     }
     loaded = load(REPO_ROOT / "loadtest" / "cost.example.toml", {}, flags)
     inputs = Inputs(loaded.settings, workload(None, loaded), prompt_tokens(loaded))

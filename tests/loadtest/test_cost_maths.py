@@ -15,6 +15,7 @@ from loadtest.cost.maths import (
     FLAT,
     SelfHost,
     Traffic,
+    _walk_break_even,
     break_even,
     fixed_usd_per_day,
     replicas_needed,
@@ -70,8 +71,8 @@ def test_a_case_computed_by_hand():
             "gpu_hourly_usd": "2.0",
             "gpu_count": "2",  # a replica: 2 GPUs, $4/h, $96 a day
             "traffic_profile": "office_hours",
-            "busy_hours_per_day": "8",
-            "busy_share": "1",
+            # all requests in the 8 hours 09:00–17:00, 12.5 % each
+            "daily_profile": ",".join(["0"] * 9 + ["12.5"] * 8 + ["0"] * 7),
             "peak_factor": "1.5",
             "ops_usd_per_month": "3650",  # 3650 / (365/12) = $120/day
             "retraining_usd": "900",
@@ -141,7 +142,7 @@ def test_a_case_computed_by_hand():
 
 
 def test_replicas_are_whole_and_sized_for_the_peak():
-    office = Traffic(busy_hours_per_day=8, busy_share=1.0)  # one replica: 10/s × 28,800 s
+    office = Traffic.busy_hours(8, 1.0)  # one replica: 10/s × 28,800 s
     assert replicas_needed(0, 10, office) == 1  # kept up even when nobody asks
     assert replicas_needed(1, 10, office) == 1
     assert replicas_needed(288_000, 10, office) == 1  # exactly full
@@ -155,7 +156,6 @@ def test_replicas_are_whole_and_sized_for_the_peak():
 def test_daily_cost_is_a_staircase():
     option = SelfHost(
         replica_usd_per_hour=3.0,
-        billing_hours_per_day=24,
         capacity_per_s=1.0,
         traffic=FLAT,
         fixed_usd_per_day=10,
@@ -175,18 +175,18 @@ def test_daily_cost_is_a_staircase():
     ("traffic", "peak_to_mean"),
     [
         (FLAT, 1.0),
-        (Traffic(8, 1.0), 3.0),  # a GPU billed 24 h is busy a third of the day
-        (Traffic(9, 0.9), 2.4),  # 0.9 × 24 / 9
-        (Traffic(8, 1.0, 1.25), 3.75),
+        (Traffic.busy_hours(8, 1.0), 3.0),  # a GPU billed 24 h is busy a third of the day
+        (Traffic.busy_hours(9, 0.9), 2.4),  # 0.9 × 24 / 9
+        (Traffic.busy_hours(8, 1.0, 1.25), 3.75),
         # a profile whose quiet hours are the busier ones: those set the peak
-        (Traffic(12, 0.05), 1.9),  # 0.95 × 24 / 12
+        (Traffic.busy_hours(12, 0.05), 1.9),  # 0.95 × 24 / 12
         # no quiet hours left (a sensitivity step can push busy hours to 24): all of it in 24 h
-        (Traffic(24, 0.9), 1.0),
+        (Traffic.busy_hours(24, 0.9), 1.0),
     ],
 )
 def test_peak_to_mean_and_utilisation_at_a_full_replica(traffic, peak_to_mean):
     assert traffic.peak_to_mean() == pytest.approx(peak_to_mean)
-    option = SelfHost(3.0, 24, 2.0, traffic)
+    option = SelfHost(3.0, 2.0, traffic)
     # a replica sized for the peak is, over the day, busy mean ÷ peak of the time
     assert option.utilisation(option.requests_per_replica_day) == pytest.approx(1 / peak_to_mean)
     assert option.utilisation(option.requests_per_replica_day / 2) == pytest.approx(
@@ -194,11 +194,22 @@ def test_peak_to_mean_and_utilisation_at_a_full_replica(traffic, peak_to_mean):
     )
 
 
-def test_utilisation_counts_only_the_paid_hours():
-    # GPUs paid 10 h a day, all traffic in 8 of them: a full replica is busy 80 % of what is paid
-    option = SelfHost(3.0, 10, 2.0, Traffic(8, 1.0))
-    assert option.replica_usd_per_day == 30
-    assert option.utilisation(option.requests_per_replica_day) == pytest.approx(0.8)
+def test_scaled_down_a_replica_runs_only_the_hours_that_need_it():
+    """All traffic in 8 hours, one replica full at their peak: always on it runs 24 h and is
+    busy a third of them; scaled down with no floor it runs the 8 busy hours, busy all of
+    them, for a third of the cost; floors add their hours back."""
+    always = SelfHost(3.0, 2.0, Traffic.busy_hours(8, 1.0))
+    full = always.requests_per_replica_day
+    assert always.replica_hours(full) == 24 and always.usd_per_day(full) == 72
+    scaled = replace(always, scale_down=True, off_hours_min_replicas=0)
+    assert scaled.hourly_replicas(full) == [0] * 9 + [1] * 8 + [0] * 7
+    assert scaled.usd_per_day(full) == 24
+    assert scaled.utilisation(full) == pytest.approx(1.0)
+    # two kept in the working hours for redundancy, one at night: 8 × 2 + 16 × 1 = 32 h
+    kept = replace(scaled, min_replicas=2, off_hours_min_replicas=1)
+    assert kept.replica_hours(full) == 32
+    # three replicas' worth at the peak: three in each busy hour, the floor elsewhere
+    assert kept.hourly_replicas(3 * full) == [1] * 9 + [3] * 8 + [1] * 7
 
 
 def test_fixed_costs_per_day():
@@ -209,7 +220,7 @@ def test_fixed_costs_per_day():
 
 
 def test_no_break_even_when_a_full_replica_costs_more_than_the_api():
-    option = SelfHost(4.0, 24, 1.0, FLAT)  # $96/day for 86,400 requests
+    option = SelfHost(4.0, 1.0, FLAT)  # $96/day for 86,400 requests
     assert break_even(option, 96 / 86_400 * 0.999) is None
     assert break_even(option, 0) is None
     assert break_even(option, 96 / 86_400 * 1.001) is not None
@@ -218,7 +229,7 @@ def test_no_break_even_when_a_full_replica_costs_more_than_the_api():
 def test_the_staircase_can_hand_the_api_a_window_after_the_break_even():
     # a full replica's API bill is 1.2 × its GPU-day: self-hosting wins at 0.83 of a replica,
     # loses again just after the second GPU starts, and always wins from 5 GPU-days ÷ a
-    option = SelfHost(1.0, 24, 1.0, FLAT)  # g = $24/day, c = 86,400/day
+    option = SelfHost(1.0, 1.0, FLAT)  # g = $24/day, c = 86,400/day
     a = 1.2 * 24 / 86_400
     found = break_even(option, a)
     assert found is not None and found.replicas == 1
@@ -232,9 +243,8 @@ def test_break_even_agrees_with_a_scan_of_both_costs(seed):
     rng = random.Random(seed)
     option = SelfHost(
         replica_usd_per_hour=rng.uniform(0.5, 8),
-        billing_hours_per_day=24,
         capacity_per_s=rng.uniform(0.05, 3),
-        traffic=Traffic(rng.choice([6, 8, 9, 12, 24]), 1.0, rng.choice([1.0, 1.5])),
+        traffic=Traffic.busy_hours(rng.choice([6, 8, 9, 12, 24]), 1.0, rng.choice([1.0, 1.5])),
         fixed_usd_per_day=rng.choice([0, rng.uniform(1, 400)]),
     )
     a = option.replica_usd_per_day / option.requests_per_replica_day * rng.uniform(1.01, 3)
@@ -257,7 +267,6 @@ def test_replicas_kept_for_redundancy_are_paid_for_at_any_volume_and_move_the_br
     one replica serves c = 100,000 requests/day (flat traffic)."""
     option = SelfHost(
         replica_usd_per_hour=100 / 24,
-        billing_hours_per_day=24,
         capacity_per_s=100_000 / 86_400,
         traffic=FLAT,
         fixed_usd_per_day=50,
@@ -272,3 +281,86 @@ def test_replicas_kept_for_redundancy_are_paid_for_at_any_volume_and_move_the_br
     assert found.requests_per_day == pytest.approx(125_000)
     single = break_even(replace(option, min_replicas=1), 0.002)
     assert single is not None and single.requests_per_day == pytest.approx(75_000)
+
+
+def _random_profile(rng: random.Random) -> Traffic:
+    weights = [rng.choice([0, 0.2, 1, 3, 8]) for _ in range(24)]
+    weights[rng.randrange(24)] += 1  # never all zero
+    total = sum(weights)
+    return Traffic(tuple(w / total for w in weights), rng.choice([1.0, 1.3]))
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_the_walk_agrees_with_the_closed_form_when_always_on(seed):
+    """Always on, every hour is the peak hour's staircase: the walk over hourly breakpoints
+    must land where the closed form does."""
+    rng = random.Random(seed)
+    option = SelfHost(
+        replica_usd_per_hour=rng.uniform(0.5, 8),
+        capacity_per_s=rng.uniform(0.05, 3),
+        traffic=_random_profile(rng),
+        fixed_usd_per_day=rng.choice([0, rng.uniform(1, 400)]),
+        min_replicas=rng.choice([1, 2, 3]),
+    )
+    a = option.replica_usd_per_day / option.requests_per_replica_day * rng.uniform(1.05, 3)
+    closed, walked = break_even(option, a), _walk_break_even(option, a)
+    assert closed is not None and walked is not None
+    assert walked.requests_per_day == pytest.approx(closed.requests_per_day, rel=1e-9)
+    assert walked.replicas == closed.replicas
+    assert walked.cheaper_from_requests_per_day == pytest.approx(
+        closed.cheaper_from_requests_per_day, rel=1e-9
+    )
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_scaled_down_break_even_agrees_with_a_scan_of_both_costs(seed):
+    rng = random.Random(seed)
+    option = SelfHost(
+        replica_usd_per_hour=rng.uniform(0.5, 8),
+        capacity_per_s=rng.uniform(0.05, 3),
+        traffic=_random_profile(rng),
+        fixed_usd_per_day=rng.choice([0, rng.uniform(1, 200)]),
+        min_replicas=rng.choice([1, 2]),
+        scale_down=True,
+        off_hours_min_replicas=rng.choice([0, 1]),
+    )
+    # the API a little to a lot dearer than the marginal self-hosted request
+    marginal = option.usd_per_day(1e7) / 1e7
+    a = marginal * rng.uniform(1.1, 3)
+    found = break_even(option, a)
+    assert found is not None
+    volumes = [found.cheaper_from_requests_per_day * k / 500 for k in range(1, 1500)]
+    cheaper = [d for d in volumes if option.usd_per_day(d) < d * a * (1 - 1e-9)]
+    dearer = [d for d in volumes if option.usd_per_day(d) > d * a * (1 + 1e-9)]
+    # nothing before the break-even is cheaper to self-host, and from cheaper_from nothing
+    # is dearer
+    assert all(d > found.requests_per_day * (1 - 1e-9) for d in cheaper)
+    assert all(d < found.cheaper_from_requests_per_day * (1 + 1e-9) for d in dearer)
+    # at the break-even itself both cost the same
+    assert option.usd_per_day(found.requests_per_day) == pytest.approx(
+        a * found.requests_per_day
+    )
+
+
+def test_scaling_down_off_hours_worked_by_hand():
+    """All requests in 8 hours (12.5 % each), one replica serves 1 request/s at the SLO at
+    $2/h, the API costs $0.001 a request, no fixed costs.
+    - A replica full at the peak serves 3,600 s ÷ 12.5 % = 28,800 requests a day.
+    - Always on: never. A full replica brings the API's 28,800 × $0.001 = $28.80 a day and
+      costs 24 h × $2 = $48 of GPU time.
+    - Scaled down with nobody kept off-hours: a replica runs only the 8 busy hours ($16/day
+      for 28,800 requests, $28.80 at the API), 2 kept in them: $32/day; the API reaches $32
+      at 32,000/day, in the 2-replica stretch (≤ 57,600): break-even 32,000/day."""
+    traffic = Traffic.busy_hours(8, 1.0)
+    always = SelfHost(2.0, 1.0, traffic, min_replicas=2)
+    assert always.requests_per_replica_day == pytest.approx(28_800)
+    assert break_even(always, 0.001) is None
+    scaled = replace(always, scale_down=True, off_hours_min_replicas=0)
+    assert scaled.usd_per_day(32_000) == 32
+    found = break_even(scaled, 0.001)
+    assert found is not None
+    assert found.requests_per_day == pytest.approx(32_000)
+    assert (found.replicas, found.usd_per_day) == (2, 32)
+    # past 57,600 the third replica's 8 hours cost $16 more: $48 against the API's $57.60 —
+    # still cheaper, and so at every volume after: never dearer from the break-even on
+    assert found.cheaper_from_requests_per_day == pytest.approx(32_000)
