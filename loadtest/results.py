@@ -135,15 +135,16 @@ def _agent_block(records: list[dict[str, Any]], seconds: float, slo: Slo) -> Age
     block = _runs_block(records, seconds, slo.run_p95_ms)
     ok = [r for r in records if r["ok"]]
     n = len(ok) or 1
-    return AgentBlock(
+    agent = AgentBlock(
         **dict(block),
         turns_per_run=sum(r["turns"] for r in ok) / n,
         tool_calls_per_run=sum(r["tool_calls"] for r in ok) / n,
         # absent from records of an older locustfile
         confirmations_per_run=sum(r.get("confirmations", 0) for r in ok) / n,
-        # absent, not null, when there are no records: a summary reads back as written
-        **({"prompt_prefix": prefix} if (prefix := _prompt_prefix(ok)) else {}),
     )
+    prefix = _prompt_prefix(ok)
+    # absent, not null, without records: a summary reads back as it was written
+    return agent if prefix is None else agent.model_copy(update={"prompt_prefix": prefix})
 
 
 def _prompt_prefix(ok: list[dict[str, Any]]) -> PromptPrefix | None:

@@ -82,12 +82,13 @@ def staircase(option: SelfHost, left: float, right: float) -> tuple[list[float],
     c = option.requests_per_replica_day
     first = max(1, math.floor(left / c) + 1)
     last = max(first, math.ceil(right / c))
-    if last - first <= EXACT_STEPS:
+    # scaled down, every hour steps on its own: sampled
+    if last - first <= EXACT_STEPS and not option.scale_down:
         xs: list[float] = [left]
         ys: list[float] = []
         for n in range(first, last + 1):
-            cost = n * option.replica_usd_per_day + option.fixed_usd_per_day
             end = min(n * c, right)
+            cost = option.usd_per_day(end)  # the stretch's: min_replicas hold the first ones
             if ys:
                 xs.append(xs[-1])
             ys += [cost, cost]
@@ -109,7 +110,8 @@ def _short(value: float, prefix: str = "") -> str:
 
 
 def _header(fig: Figure, axes: Axes, report: Report) -> None:
-    """The banner (red, when the capacity is not a GPU measurement), title and verdict."""
+    """The banner (red, when the capacity is not a GPU measurement), title, verdict and the
+    lines under it (pricing, peak sizing, redundancy)."""
     axes.axis("off")
     lines: list[tuple[str, dict[str, object]]] = []
     if report.banner:
@@ -118,6 +120,8 @@ def _header(fig: Figure, axes: Axes, report: Report) -> None:
     lines += [(line, {"fontsize": 10.5}) for line in textwrap.wrap(report.title, WRAP)]
     verdict = {"fontweight": "bold", "fontsize": 10.5, "color": "#1b2631"}
     lines += [(line, verdict) for line in textwrap.wrap(report.verdict, WRAP)]
+    for said in report.headline:
+        lines += [(line, {"fontsize": 9.5}) for line in textwrap.wrap(said, WRAP)]
     step = 1 / max(len(lines), 1)
     for i, (line, style) in enumerate(lines):
         # parse_math=False: two "$" in one line are money, not a TeX formula
@@ -134,6 +138,7 @@ def draw(figures: Figures, report: Report, unit: str, requests_per_day: float | 
         len(textwrap.wrap(report.banner or "", WRAP))
         + len(textwrap.wrap(report.title, WRAP))
         + len(textwrap.wrap(report.verdict, WRAP))
+        + sum(len(textwrap.wrap(said, WRAP)) for said in report.headline)
     )
     header = 0.22 * header_lines + 0.1
     fig = Figure(figsize=(11, 6.2 + header), dpi=110, layout="constrained")

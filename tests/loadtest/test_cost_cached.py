@@ -3,15 +3,18 @@ the API's input that repeats a prefix the API has already seen (derived, or set)
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from loadtest.cost.__main__ import main as cost_main
 from loadtest.cost.calculate import Inputs, api_cached_share, calculate
 from loadtest.cost.inputs import PromptTokens, Workload, prompt_tokens, workload
 from loadtest.cost.presets import API_PRESETS, NO_CACHED_PRICE
 from loadtest.cost.report import build, markdown
 from loadtest.cost.settings import SettingError, load
+from loadtest.summary import PromptPrefix
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "loadtest-summaries" / "6fc8601.json"
 
@@ -171,19 +174,24 @@ def test_the_report_shows_the_cached_price_share_and_how_it_was_derived():
     assert "cached share of API input" in text
 
 
+EXAMPLE_SETTINGS = Path(__file__).parents[2] / "loadtest" / "cost.example.toml"
+
+
+def _docs_section(title: str, end: str) -> str:
+    docs = (Path(__file__).parents[2] / "docs" / "loadtest.md").read_text()
+    return " ".join(docs[docs.index(title) : docs.index(end)].split())
+
+
+def _demo(**flags: str):
+    loaded = load(EXAMPLE_SETTINGS, {}, flags)
+    return calculate(Inputs(loaded.settings, workload(FIXTURE, loaded), prompt_tokens(loaded)))
+
+
 def test_the_docs_worked_example_is_the_calculators_to_the_cent():
     """docs/loadtest.md's "Cached input" works the demo's summary with the example settings,
     without and with the cached price: each figure it quotes is this calculation's."""
-    docs = (Path(__file__).parents[2] / "docs" / "loadtest.md").read_text()
-    section = docs[docs.index("### Cached input") : docs.index("### The report")]
-    text = " ".join(section.split())
-    example = Path(__file__).parents[2] / "loadtest" / "cost.example.toml"
-
-    def figures(**flags: str):
-        loaded = load(example, {}, flags)
-        return calculate(Inputs(loaded.settings, workload(FIXTURE, loaded), prompt_tokens(loaded)))
-
-    before, after = figures(api_cached_share="0"), figures()
+    text = _docs_section("### Cached input", "### The report")
+    before, after = _demo(api_cached_share="0"), _demo()
     assert f"API input {after.api_input_tokens:,.0f} tokens a run" in text
     assert f"of which {after.api_cached_input_tokens:,.0f} cached" in text
     assert f"({after.api_cached_share:.0%}".replace("%", " %") in text
@@ -192,8 +200,86 @@ def test_the_docs_worked_example_is_the_calculators_to_the_cent():
     assert found is not None
     assert f"wins from {found.requests_per_day:,.0f} runs a day" in text
     assert f"with it, ${after.api_usd_per_request:.6f} a run" in text
-    assert after.break_even_with_hidden is None and "never wins with the hidden costs" in text
+    assert after.break_even_with_hidden is None and "never wins always on with the hidden" in text
     for option in (after, before):
         seed = option.break_even_without_hidden
         assert seed is not None and f"{seed.requests_per_day:,.0f}" in text
-    assert f"({after.with_hidden.capacity_per_s:.3g} runs/s a replica)" in text
+
+
+def test_the_docs_peak_and_redundancy_table_is_the_calculators_to_the_cent():
+    """docs/loadtest.md's "Peak hours, scaling down and redundancy": each row is the demo's
+    summary with the example settings and that row's changes, each figure this calculation's."""
+    text = _docs_section("### Peak hours, scaling down and redundancy", "### Ops labour")
+    no_cache = {"api_cached_share": "0"}
+    rows = [
+        _demo(**no_cache, traffic_profile="flat", min_replicas="1"),
+        _demo(**no_cache),
+        _demo(),
+        _demo(scaling="scale_down"),
+    ]
+    for f in rows:
+        at, found = f.operating_point, f.break_even_with_hidden
+        kept = f.with_hidden.min_replicas
+        row = (
+            f"| {f.with_hidden.traffic.peak_to_mean():.2f} | {kept} | {at.gpus} | "
+            f"{at.gpu_hours_per_day:.0f} | ${at.self_host_usd_per_request:.4f} | "
+            + ("never |" if found is None else f"{found.requests_per_day:,.0f} runs/day |")
+        )
+        assert row in text, row
+    scaled = rows[3].break_even_with_hidden
+    assert scaled is not None
+    assert f"from {scaled.requests_per_day:,.0f} runs a day on {scaled.replicas * 1} GPUs" in text
+    assert f"(${scaled.usd_per_day:,.2f} a day either way)" in text
+    always = rows[2]
+    full = always.with_hidden.requests_per_replica_day
+    assert f"a full replica ({full:,.0f} runs a day)" in text
+    assert f"brings the API ${full * always.api_usd_per_request:,.2f}" in text
+    assert f"against its ${always.with_hidden.replica_usd_per_day:,.2f} of GPU time" in text
+    assert f"from ${rows[1].api_usd_per_request:.5f} to ${always.api_usd_per_request:.6f}" in text
+    assert f"$ {sum(always.hidden_usd_per_day.values()):.2f}/day".replace("$ ", "$") in text
+
+
+def _with_records(flags: dict[str, str], records: PromptPrefix | None) -> Inputs:
+    """The fixture's summary, its workload replaced by WORK and its prompt records by these."""
+    loaded = load(None, {}, FLAT_ONE_GPU | flags)
+    measured = workload(FIXTURE, loaded)
+    assert measured.summary is not None
+    facts = replace(measured.summary, prompt_prefix=records)
+    work = replace(WORK, summary=facts)
+    return Inputs(loaded.settings, work, prompt_tokens(loaded) if "api_system_prompt_file" in
+                  flags else PROMPTS)  # fmt: skip
+
+
+def test_the_cached_share_measured_from_prompt_records_worked_by_hand():
+    """Ten runs of three calls whose prompts were 400, 450 and 515 tokens (1,365 a run), the
+    person's text 20 tokens. Repeated a run: 400 − 20 (the first call's prompt less the text)
+    + 400 + 450 (each later call resends the one before) = 1,230 of 1,365.
+    - At the API each call carries the longer prompt's 1,145 extra tokens, repeated too:
+      input 1,365 + 3 × 1,145 = 4,800, cached 1,230 + 3 × 1,145 = 4,665 (97.1875 %); a call
+      repeats 1,555 on average, above the 1,024 an API caches from.
+    - (135 × $1 + 4,665 × $0.10 + 100 × $5) / 1M = $0.0011015 a request."""
+    records = PromptPrefix(runs=10, calls=30, prompt_tokens=13_650, repeated_tokens=12_300)
+    f = calculate(_with_records({}, records))
+    assert f.api_cached_share_measured
+    assert f.api_cached_input_tokens == pytest.approx(4665)
+    assert f.api_cached_share == pytest.approx(0.971875)
+    assert round(f.api_usd_per_request, 7) == 0.0011015
+    assert "90% of the fine-tune's prompts in 30 model calls of 10 runs" in (f.api_cached_share_how)
+
+
+def test_repeated_prefixes_under_the_api_minimum_are_not_cached():
+    # the API gets the fine-tune's own short prompt: a call repeats 1,230 × 10 / 30 = 410 tokens
+    records = PromptPrefix(runs=10, calls=30, prompt_tokens=13_650, repeated_tokens=12_300)
+    inputs = _with_records({"api_system_prompt_file": ""}, records)
+    share, how = api_cached_share(inputs)
+    assert share == 0 and "410 tokens on average, under the 1,024" in how
+
+
+def test_a_summary_without_prompt_records_says_so_in_one_line(tmp_path, capsys):
+    # the fixture predates prompt records: the share is derived, and a note says why
+    status = cost_main([str(FIXTURE), "--out", str(tmp_path), "--min-replicas", "2"])
+    out = capsys.readouterr().out
+    assert status == 0
+    said = [line for line in out.splitlines() if "no prompt records" in line]
+    assert len(said) == 1 and "derived from the prompts' lengths" in said[0]
+    assert "derived from the prompts' lengths" in out.split("## Per")[0]  # in the headline

@@ -337,9 +337,7 @@ def test_scaled_down_break_even_agrees_with_a_scan_of_both_costs(seed):
     assert all(d > found.requests_per_day * (1 - 1e-9) for d in cheaper)
     assert all(d < found.cheaper_from_requests_per_day * (1 + 1e-9) for d in dearer)
     # at the break-even itself both cost the same
-    assert option.usd_per_day(found.requests_per_day) == pytest.approx(
-        a * found.requests_per_day
-    )
+    assert option.usd_per_day(found.requests_per_day) == pytest.approx(a * found.requests_per_day)
 
 
 def test_scaling_down_off_hours_worked_by_hand():

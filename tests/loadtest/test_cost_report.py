@@ -4,6 +4,7 @@ the decision is readable; `--help` with defaults and choices; the report in a re
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -114,6 +115,45 @@ def test_every_format_opens_with_one_verdict_line(tmp_path, capsys):
     assert verdict[:60] in svg_text(got["html"])  # the chart's header (wrapped)
     assert document["banner"] is None and "BACKEND" not in got["md"]  # measured on vLLM
     assert "measured on vLLM 0.32.0, 1 × NVIDIA H200" in document["title"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "peak", "redundancy"),
+    [
+        ([], "; always on: 48 GPU-hours/day (scaled down off-hours: 33", "at least 2 replicas"),
+        (
+            ["--scaling", "scale_down", "--min-replicas", "1"],
+            "; scaled down off-hours: 24 GPU-hours/day (always on: 24), KEDA keeping at "
+            "least 1 in 09:00–18:00, 1 in the other hours, at most 1.",
+            "none — min_replicas = 1, a single point of failure",
+        ),
+    ],
+    ids=["always on, N+1", "scaled down, one replica"],
+)
+def test_every_format_names_pricing_peak_sizing_and_redundancy_under_the_verdict(
+    tmp_path, capsys, flags, peak, redundancy
+):
+    summary = summary_file(tmp_path / "run", VLLM, runs_per_s=10)
+    status, out, _ = run(capsys, str(summary), "--settings", str(EXAMPLE), *flags)
+    assert status == 0
+    got = results(summary.parent)
+    pricing, sizing, kept = got["json"]["headline"]
+    assert pricing.startswith("API pricing: GPT-5 mini at $0.25 in / $0.025 cached in / $2.00")
+    assert "of its input cached (" in pricing
+    assert sizing.startswith(
+        "Peak sizing: the busiest hour, 10:00–11:00, carries 11.0% of the day's agent runs "
+        "(2.64× the day's mean rate): 20,000/day need "
+    )
+    assert peak in sizing
+    assert kept.startswith("Redundancy: ") and redundancy in kept
+    # the terminal and Markdown: the three lines right under the verdict, before any table
+    lines = got["md"].splitlines()
+    assert lines[4:7] == [f"- {pricing}", f"- {sizing}", f"- {kept}"]
+    assert out.splitlines()[4:7] == lines[4:7]
+    page = got["html"]
+    for line in (pricing, sizing, kept):
+        assert page.index(html.escape(line)) < page.index("<table>")
+    assert "Peak sizing: the busiest hour" in svg_text(page)  # the chart's header
 
 
 @pytest.mark.parametrize(

@@ -73,6 +73,12 @@ def test_load_test_on_the_local_stack_feeds_the_cost_calculator(tmp_path: Path):
     assert capacity["runs_per_s"] == agent["runs_per_s"]
     assert capacity["facade_runs_per_s"] == facade["runs_per_s"]
     assert capacity["prompt_tokens_per_run"] > capacity["output_tokens_per_run"] > 0
+    # the prompt records: every finished run's model calls, each later one resending the
+    # earlier, so most of the prompt tokens repeat a prefix but never all of them
+    prefix = agent["prompt_prefix"]
+    assert prefix["calls"] == pytest.approx(agent["turns_per_run"] * prefix["runs"])
+    assert prefix["prompt_tokens"] == pytest.approx(agent["prompt_tokens_per_run"] * prefix["runs"])
+    assert 0.5 < prefix["repeated_tokens"] / prefix["prompt_tokens"] < 1
 
     cost = run(
         ["loadtest.cost", str(summary_path), "--settings", "loadtest/cost.example.toml"],
@@ -82,6 +88,11 @@ def test_load_test_on_the_local_stack_feeds_the_cost_calculator(tmp_path: Path):
     report = json.loads((summary_path.parent / "cost.json").read_text())
     print(f"stack up + load test: {loaded:.1f} s, total {time.monotonic() - began:.1f} s")
     assert report["break_even"]["without_hidden_costs"]["requests_per_day"] > 0
+    # the API's cached share is measured from those records, and the top of the report says so
+    assert "measured from the load test's prompts" in report["headline"][0]
+    assert report["api"]["cached_share_how"].startswith(
+        f"{report['api']['cached_input_tokens_per_request']:,.0f} of "
+    )
     # what served the load, as the simulator said it: and the report says so
     assert summary["backend"]["kind"] == "simulator" and summary["backend"]["simulated"]
     assert summary["backend"]["models"] == ["leave-copilot"]

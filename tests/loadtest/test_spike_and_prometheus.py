@@ -113,6 +113,9 @@ def test_each_step_has_its_window_s_figures_from_prometheus(spiked):
         assert figures["gpu_util_percent_mean"] > 50
         assert 0.5 < figures["gpu_busy_mean"] <= 1
         assert 0 < figures["kv_cache_usage_max"] < 1
+        # the users resend a handful of conversations with the same tools: the prefix cache
+        # serves part of every step's prompts, never more than all of them
+        assert 0 < figures["prefix_cache_hit_rate"] <= 1
         # vLLM's own TTFT, from its histogram's buckets: near what the clients measured
         client = step["model"]["ttft_ms"]["p95"]
         assert 0.5 * client < figures["vllm_ttft_p95_ms"] < 2 * client, (figures, client)
