@@ -8,7 +8,8 @@ holds the two to the same numbers.
 Defaults are dated public list prices (users override them all): an H200 at a GPU cloud,
 $6.35/h on demand (March 2026; an always-on service cannot live on spot capacity, which can be
 taken back at any time); a small commercial model, $0.25 input / $2.00 output per 1M tokens
-(GPT-5 mini, 2026). The bounds refuse what no price list has ($inf, nan, a 300-digit price).
+(GPT-5 mini, 2026), $0.025 for input read from its prompt cache. The bounds refuse what no
+price list has ($inf, nan, a 300-digit price).
 """
 
 from __future__ import annotations
@@ -51,6 +52,17 @@ class CostSettings(BaseSettings):
         ),
         json_schema_extra=deployed(env=True, configmap=True),
     )
+    api_cached_input_usd_per_million: float = Field(
+        0.025,
+        ge=0,
+        le=MAX_API_USD_PER_MILLION,
+        allow_inf_nan=False,
+        description=(
+            "Commercial API price per 1M input tokens read from its prompt cache (the prefix a "
+            "call repeats; GPT-5 mini, 2026)."
+        ),
+        json_schema_extra=deployed(env=True, configmap=True),
+    )
     api_output_usd_per_million: float = Field(
         2.00,
         ge=0,
@@ -75,11 +87,18 @@ def self_hosted_usd_per_run(gpu_hourly_usd: float, runs_per_second: float) -> fl
 
 
 def api_usd_per_run(
-    prompt_tokens_per_run: float, completion_tokens_per_run: float, settings: CostSettings
+    prompt_tokens_per_run: float,
+    completion_tokens_per_run: float,
+    settings: CostSettings,
+    cached_prompt_tokens_per_run: float = 0.0,
 ) -> float:
-    """What the same run's tokens would cost at the API's list prices."""
+    """What the same run's tokens would cost at the API's list prices: the prompt tokens that
+    repeat a prefix (a share of the prompt tokens) at the cached-input price, the rest at the
+    input price."""
+    fresh = prompt_tokens_per_run - cached_prompt_tokens_per_run
     return (
-        prompt_tokens_per_run * settings.api_input_usd_per_million
+        fresh * settings.api_input_usd_per_million
+        + cached_prompt_tokens_per_run * settings.api_cached_input_usd_per_million
         + completion_tokens_per_run * settings.api_output_usd_per_million
     ) / PER_MILLION
 
@@ -98,6 +117,11 @@ class CostSettingsCollector(Collector):
                 "leave_cost_api_input_usd_per_million_tokens",
                 "Commercial API price per 1M input tokens (setting).",
                 s.api_input_usd_per_million,
+            ),
+            (
+                "leave_cost_api_cached_input_usd_per_million_tokens",
+                "Commercial API price per 1M input tokens read from its prompt cache (setting).",
+                s.api_cached_input_usd_per_million,
             ),
             (
                 "leave_cost_api_output_usd_per_million_tokens",

@@ -44,7 +44,13 @@ class LoopMetrics:
             buckets=CALL_BUCKETS,
             registry=r,
         )
-        self.tokens = Counter("leave_loop_tokens", "Model tokens by type.", ["type"], registry=r)
+        self.tokens = Counter(
+            "leave_loop_tokens",
+            "Model tokens by type; prompt_repeated: the prompt tokens that repeat a prefix "
+            "this run or session sent before (a share of prompt, what a prefix cache serves).",
+            ["type"],
+            registry=r,
+        )
         self.tool_duration = Histogram(
             "leave_loop_tool_call_duration_seconds",
             "Tool call duration by tool and outcome.",
@@ -77,7 +83,7 @@ class LoopMetrics:
         error: the error-ratio panels show nothing and an alert on a rare error never fires."""
         for status in RunStatus:
             self.runs.labels(status)
-        for kind in ("prompt", "completion"):
+        for kind in ("prompt", "prompt_repeated", "completion"):
             self.tokens.labels(kind)
         for kind in DETECTIONS:
             self.detections.labels(kind)

@@ -14,6 +14,7 @@ from typing import Any
 from mcp.types import ElicitResult
 from opentelemetry.trace import Span
 
+from common import tokens
 from common.contract import TOOL_ERROR_PREFIX
 from common.credentials import hash_token
 from common.runs_protocol import (
@@ -513,12 +514,19 @@ class RunManager:
 
     def _observer(self, run: ActiveRun) -> Emit:
         metrics = self.metrics
+        # A call's repeated prefix: the previous call's whole prompt (a run resends its
+        # conversation); the first call's, its prompt less the person's new message.
+        previous = [0]
+        new_text = tokens.message_tokens({"role": "user", "content": run.input})
 
         async def observe(event: RunEvent) -> None:
             if isinstance(event, ModelFinished) and event.step is not None:
                 step = event.step
                 metrics.model_duration.observe(step.duration_ms / 1000)
                 metrics.tokens.labels("prompt").inc(step.prompt_tokens)
+                repeated = previous[0] or max(0, step.prompt_tokens - new_text)
+                metrics.tokens.labels("prompt_repeated").inc(min(repeated, step.prompt_tokens))
+                previous[0] = step.prompt_tokens
                 metrics.tokens.labels("completion").inc(step.completion_tokens)
             await run.emit(event)
 

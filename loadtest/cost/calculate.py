@@ -201,10 +201,7 @@ def api_usd_per_request(inputs: Inputs) -> float:
     tokens_in, tokens_out = api_tokens(inputs)
     cached = tokens_in * api_cached_share(inputs)[0]
     prices = api_prices(inputs.settings)
-    return (
-        api_usd_per_run(tokens_in - cached, tokens_out, prices)
-        + cached * prices.api_cached_input_usd_per_million / PER_MILLION
-    )
+    return api_usd_per_run(tokens_in, tokens_out, prices, cached)
 
 
 def self_host(inputs: Inputs, hidden: bool) -> SelfHost:

@@ -478,7 +478,10 @@ COST = Board(
             kind="stat",
             unit="currencyUSD",
             width=8,
-            description="The same runs' tokens at the API's list prices.",
+            description=(
+                "The same runs' tokens at the API's list prices: the prompt tokens that repeat "
+                "a prefix at the cached-input price, the rest at the input price."
+            ),
         ),
         Panel(
             "$ per completed run over time",
@@ -500,6 +503,15 @@ COST = Board(
             description="(GPU $/h × 24) ÷ API $ per run. Below it the API is cheaper.",
         ),
         Panel(
+            "Prompt tokens that repeat a prefix",
+            [Query(":leave_loop_prompt_repeated_share:rate5m", "repeated (API cached input)")],
+            unit="percentunit",
+            description=(
+                "Of the prompt tokens the loop sent, those repeating a prefix sent before in the "
+                "run or session: the share an API bills at its cached-input price."
+            ),
+        ),
+        Panel(
             "GPU busy and idle share",
             [
                 Query(":dcgm_gpu_busy:avg1m", "busy (GR engine active)"),
@@ -512,6 +524,9 @@ COST = Board(
             [
                 Query("max(leave_cost_gpu_hourly_usd)", "GPU host $/h"),
                 Query("max(leave_cost_api_input_usd_per_million_tokens)", "API $/1M in"),
+                Query(
+                    "max(leave_cost_api_cached_input_usd_per_million_tokens)", "API $/1M cached in"
+                ),
                 Query("max(leave_cost_api_output_usd_per_million_tokens)", "API $/1M out"),
             ],
             kind="stat",

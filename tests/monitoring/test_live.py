@@ -209,3 +209,28 @@ def test_the_cost_rules_agree_with_the_cost_module(live):
     expected = self_hosted_usd_per_million_tokens(settings.gpu_hourly_usd, rate)
     assert value == pytest.approx(expected, rel=1e-9)
     assert live.query(rule["record"]), "and the rule records it"
+
+
+def test_the_api_cost_rule_prices_repeated_prompt_tokens_at_the_cached_price(live):
+    """The API $ a run of the cost rule is common.cost.api_usd_per_run on the same rates: the
+    prompt tokens the loop counted as repeating a prefix at the cached-input price."""
+    from common.cost import CostSettings, api_usd_per_run
+
+    (rule,) = [
+        r for r in rules() if r.get("record") == ":leave_cost_api_usd_per_completed_run:rate5m"
+    ]
+    at = time.time() - 5  # see test_the_cost_rules_agree_with_the_cost_module
+
+    def rate(selector: str) -> float:
+        return float(live.query(f"sum(rate({selector}[5m]))", at=at)[0]["value"][1])
+
+    prompt = rate('leave_loop_tokens_total{type="prompt"}')
+    repeated = rate('leave_loop_tokens_total{type="prompt_repeated"}')
+    completion = rate('leave_loop_tokens_total{type="completion"}')
+    runs = rate('leave_loop_runs_total{status="completed"}')
+    # the scenarios' runs take two or more model calls: most of their prompt repeats
+    assert 0 < repeated < prompt
+    value = float(live.query(rule["expr"], at=at)[0]["value"][1])
+    expected = api_usd_per_run(prompt / runs, completion / runs, CostSettings(), repeated / runs)
+    assert value == pytest.approx(expected, rel=1e-9)
+    assert value < api_usd_per_run(prompt / runs, completion / runs, CostSettings())
