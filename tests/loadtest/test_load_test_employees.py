@@ -201,3 +201,50 @@ def test_leftovers_are_found_by_their_marker_and_removed(site):
     )
     assert status == 2 and "'C101' is no load-test marker" in err
     assert rows(site, "SELECT count(*) FROM employees WHERE id IN ('C100', 'C101')") == [(2,)]
+
+
+def demo_history(db_path: Path) -> tuple[list[tuple[Any, ...]], ...]:
+    with sqlite3.connect(db_path) as db:
+        return tuple(
+            db.execute(query).fetchall()
+            for query in (
+                "SELECT * FROM leaves WHERE employee_id IN ('E001', 'E002', 'M001') ORDER BY id",
+                "SELECT * FROM audit_log WHERE actor_id IN ('E001', 'E002', 'M001') ORDER BY id",
+                "SELECT * FROM balances WHERE employee_id IN ('E001', 'E002', 'M001')",
+            )
+        )
+
+
+def test_the_demos_sweep_leaves_the_demo_employees_leaves_as_the_demo_made_them(tmp_path):
+    """The demo's sweep runs the load test on employees of its own (devtools/sweep.py); the
+    load test on the demo tokens, as the sweep ran it before, filled the demo employee's
+    history with 「壓測…」 leaves and audit entries."""
+    from devtools.sweep import sweep_command
+
+    db_path = tmp_path / "leave.db"
+    db_url = f"sqlite:///{db_path}"
+    with (
+        mcp_server(tmp_path, db_url) as mcp,  # the demo's data, as `make demo` seeds it
+        model_simulator(tmp_path, profile="instant") as sim,
+        loop_service(tmp_path, f"{sim}/v1", f"{mcp}/mcp") as (loop, _),
+    ):
+        site = Site(db_url, db_path, f"{mcp}/mcp", loop, f"{sim}/v1", "", "")
+        seeded = demo_history(db_path)
+        args, env = sweep_command({"MCP_DATABASE_URL": db_url, "LOOP_PORT": "1"})
+        assert args == ["loadtest", "--employees", "own"] and env == {"MCP_DATABASE_URL": db_url}
+        load = loadtest(site, tmp_path / "own", "--employees", "own", "--duration-seconds", "4")
+        out, err = load.communicate(timeout=120)
+        assert load.returncode == 0, out[-3000:] + err[-3000:]
+        assert "removed 2 load-test employee(s)" in out
+        assert demo_history(db_path) == seeded
+        assert load_test_rows(site) == {"employees": 0, "leaves": 0, "tokens": 0}
+        # what the sweep did before: the demo tokens, and the demo employee's history grows
+        load = loadtest(site, tmp_path / "demo", "--duration-seconds", "4")
+        out, err = load.communicate(timeout=120)
+        assert load.returncode == 0, out[-3000:] + err[-3000:]
+        assert "acting as" not in out  # auto: the demo tokens, which development takes
+        with sqlite3.connect(db_path) as db:
+            (stress,) = db.execute(
+                "SELECT count(*) FROM leaves WHERE employee_id = 'E001' AND reason LIKE '壓測%'"
+            ).fetchone()
+        assert stress > 0 and demo_history(db_path) != seeded
