@@ -14,12 +14,11 @@ import datetime as dt
 import secrets
 from dataclasses import dataclass
 
-from sqlalchemy import delete, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import select
 
 from .identity import Identities
-from .seed import START_BALANCE
-from .storage import ApiToken, AuditEntry, Balance, Database, Employee, Leave, PendingConfirmation
+from .seed import START_BALANCE, delete_employees
+from .storage import Balance, Database, Employee
 
 SOURCE = "loadtest"
 PREFIX = "loadtest-"
@@ -84,21 +83,3 @@ def remove(db: Database, marker: str | None = None) -> Removed:
         ids = sorted(s.scalars(found).all())
         leaves, tokens = delete_employees(s, ids)
     return Removed(ids, leaves, tokens)
-
-
-def delete_employees(s: Session, ids: list[str]) -> tuple[int, int]:
-    """Delete these employees and everything of theirs: (leaves, tokens) deleted."""
-    leaves = select(Leave.id).where(Leave.employee_id.in_(ids))
-    s.execute(delete(AuditEntry).where(AuditEntry.leave_id.in_(leaves)))
-    s.execute(delete(PendingConfirmation).where(PendingConfirmation.leave_id.in_(leaves)))
-    gone = s.execute(delete(Leave).where(Leave.employee_id.in_(ids)))
-    s.execute(delete(Balance).where(Balance.employee_id.in_(ids)))
-    tokens = s.execute(delete(ApiToken).where(ApiToken.employee_id.in_(ids)))
-    # managers last: one may report to another of them
-    s.execute(update(Employee).where(Employee.id.in_(ids)).values(manager_id=None))
-    s.execute(delete(Employee).where(Employee.id.in_(ids)))
-    return _count(gone), _count(tokens)
-
-
-def _count(result: object) -> int:
-    return int(getattr(result, "rowcount", 0) or 0)
