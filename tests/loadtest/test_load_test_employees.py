@@ -248,3 +248,18 @@ def test_the_demos_sweep_leaves_the_demo_employees_leaves_as_the_demo_made_them(
                 "SELECT count(*) FROM leaves WHERE employee_id = 'E001' AND reason LIKE '壓測%'"
             ).fetchone()
         assert stress > 0 and demo_history(db_path) != seeded
+
+
+def test_told_explicitly_the_load_test_acts_as_the_person_whose_token_it_was_given(site, tmp_path):
+    """--allow-real-employee: the person's own token, as asked (their history then grows)."""
+
+    def theirs() -> int:
+        return rows(site, "SELECT count(*) FROM leaves WHERE employee_id = 'C101'")[0][0]
+
+    before = theirs()
+    load = loadtest(site, tmp_path, "--token", site.person_token, "--manager-token",
+                    site.manager_token, "--allow-real-employee", "--duration-seconds", "3")  # fmt: skip
+    out, err = load.communicate(timeout=120)
+    assert load.returncode == 0, out[-3000:] + err[-3000:]
+    assert "acting as" not in out and load_test_rows(site)["employees"] == 0
+    assert theirs() > before
