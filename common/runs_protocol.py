@@ -159,6 +159,9 @@ class Step:
     tool_call_id: str | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    # Of duration_ms, the time a person took to answer the call's confirmation question: the
+    # run-latency SLO leaves it out.
+    confirmation_wait_ms: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         # Shallow: arguments and results are never changed once set, and asdict's deep copy
@@ -254,6 +257,11 @@ class Run(RunSummary):
     steps: list[Step] | None = None
     usage: Usage | None = None
     turns: int | None = None
+    confirmation_wait_ms: float | None = Field(
+        None,
+        description="Of the run's time, how long it waited for a person to answer its "
+        "confirmation questions (the steps' confirmation_wait_ms, summed).",
+    )
 
     def tool_steps(self) -> list[Step]:
         return [s for s in self.steps or [] if s.type == StepKind.TOOL]

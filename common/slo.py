@@ -5,7 +5,9 @@ settings for a one-off run.
 
 The figures are the common ones for an interactive assistant: GuideLLM's chat SLO (time to
 first token ≤ 200 ms at p99, inter-token latency ≤ 50 ms at p99) for the model, and a whole
-agent run within 5 s for 95 % of runs.
+agent run within 5 s for 95 % of runs — its working time: the time a person takes to answer
+a confirmation question is theirs, not the service's, and is left out (the loop's
+leave_loop_run_working_seconds; the load test's run_ms, wall time less the client's wait).
 """
 
 from __future__ import annotations

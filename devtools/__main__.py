@@ -113,7 +113,7 @@ def _demo(args: argparse.Namespace) -> int:
         from .sweep import SweepError, run_sweep
 
         try:
-            run_sweep()
+            run_sweep(next(s.environment for s in services if s.name == "mcp-server"))
         except SweepError as error:
             swept = False
             print(f"\nthe load sweep failed: {error}", file=sys.stderr)

@@ -1,15 +1,19 @@
-"""The demo's closing load sweep: `python -m loadtest` on the local stack with no flags at all,
-which is `make load` (it finds the stack through .run/urls.json and runs its default sweep),
-then `python -m loadtest.cost` on its summary with `make cost`'s settings file. The demo and
-`make load && make cost` measure and cost the same thing by construction."""
+"""The demo's closing load sweep: `python -m loadtest --employees own` on the local stack, which
+is `make load` (it finds the stack through .run/urls.json and runs its default sweep) on
+employees of its own, made for the sweep and removed after it, so the demo employees' leaves
+stay as the demo made them; then `python -m loadtest.cost` on its summary with `make cost`'s
+settings file. The demo and `make load && make cost` measure and cost the same thing by
+construction: who the users act as changes no figure."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +29,7 @@ class SweepError(Exception):
     """The sweep or the cost calculator failed; the message says why."""
 
 
-def _run(args: list[str], what: str) -> str:
+def _run(args: list[str], what: str, env: Mapping[str, str] | None = None) -> str:
     try:
         done = subprocess.run(
             [sys.executable, "-m", *args],
@@ -33,6 +37,7 @@ def _run(args: list[str], what: str) -> str:
             capture_output=True,
             text=True,
             timeout=TIMEOUT_SECONDS,
+            env=None if env is None else {**os.environ, **env},
         )
     except subprocess.TimeoutExpired:
         raise SweepError(f"{what} did not finish within {TIMEOUT_SECONDS} s") from None
@@ -138,16 +143,26 @@ def cost_headline(cost_md: str) -> list[str]:
     return [line for line in lines[:end] if line.strip()]
 
 
-def run_sweep() -> None:
+def sweep_command(mcp_settings: Mapping[str, str]) -> tuple[list[str], dict[str, str]]:
+    """`python -m loadtest` on employees of its own, and the environment its operator commands
+    need to reach the stack's leave database (the MCP server's MCP_* settings): the demo
+    employees' leaves stay as the demo made them, with no 「壓測…」 leaves among them."""
+    env = {k: v for k, v in mcp_settings.items() if k.startswith("MCP_")}
+    return ["loadtest", "--employees", "own"], env
+
+
+def run_sweep(mcp_settings: Mapping[str, str]) -> None:
     """Run the sweep and the cost calculator as `make load` and `make cost` do, printing what
-    they found; SweepError if either fails or no step met the SLO."""
+    they found; SweepError if either fails or no step met the SLO. `mcp_settings`: the local
+    MCP server's environment (the sweep's own employees are made on its database)."""
     print(
         "\nLoad sweep: `make load` on this stack (python -m loadtest, its default sweep of agent "
-        "users; `make demo DEMO_LOAD=0` skips it) …",
+        "users, on employees of its own; `make demo DEMO_LOAD=0` skips it) …",
         flush=True,
     )
     started = time.monotonic()
-    output = _run(["loadtest"], "the load sweep (python -m loadtest)")
+    command, env = sweep_command(mcp_settings)
+    output = _run(command, "the load sweep (python -m loadtest)", env)
     found = re.search(r"^summary: (.+)$", output, re.MULTILINE)
     if found is None:
         raise SweepError("the load sweep wrote no summary:\n" + output[-2000:])

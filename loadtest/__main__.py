@@ -6,6 +6,7 @@ Flags override the LOAD_* settings; anything after `--` goes to Locust as it is 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
@@ -19,12 +20,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from . import backend, conversations, target
+from . import backend, conversations, people, target
 from .results import write_summary
 from .settings import LoadSettings
 from .summary import LoadInfo, LoadSummary, ScheduleStep
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
+SWITCHES = ("allow_real_employee",)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,7 +37,13 @@ def main(argv: list[str] | None = None) -> int:
         argv, extra = argv[:cut], argv[cut + 1 :]
     parser = argparse.ArgumentParser(prog="python -m loadtest", description=__doc__)
     for name, field in LoadSettings.model_fields.items():
-        parser.add_argument(f"--{name.replace('_', '-')}", dest=name, help=field.description)
+        flag = f"--{name.replace('_', '-')}"
+        if name in SWITCHES:  # a switch, not a value: `--allow-real-employee`
+            parser.add_argument(
+                flag, dest=name, action="store_const", const="true", help=field.description
+            )
+        else:
+            parser.add_argument(flag, dest=name, help=field.description)
     given = {k: v for k, v in vars(parser.parse_args(argv)).items() if v is not None}
     try:
         settings = LoadSettings(**given)
@@ -47,6 +55,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if settings.ignored():
         print(f"configuration error: {settings.ignored()}", file=sys.stderr)
+        return 2
+    acting = bool({"agent", "facade"} & set(settings.user_classes.replace(" ", "").split(",")))
+    if acting and (why := people.refusal(settings)):
+        print(why, file=sys.stderr)
         return 2
     from devtools.localstack import LocalStack
 
@@ -60,6 +72,21 @@ def main(argv: list[str] | None = None) -> int:
         waited = time.monotonic() - asked
         late = f", answered only after {waited:.0f} s" if waited > target.PROBE_SECONDS else ""
         print(f"load: {place.what} at {place.url} ({place.origin}{late})", flush=True)
+    try:
+        with contextlib.ExitStack() as cleanup:
+            if acting and people.wants_own(settings):
+                own = cleanup.enter_context(people.own_employees(settings))
+                settings = settings.model_copy(
+                    update={"token": own.employee_token, "manager_token": own.manager_token}
+                )
+            return _measure(settings, extra)
+    except people.PeopleError as error:
+        print(error, file=sys.stderr)
+        return 2
+
+
+def _measure(settings: LoadSettings, extra: list[str]) -> int:
+    """Locust over the settings' shape, then summary.json: Locust's exit status."""
     served_by = backend.identify(settings.model_url)
     classes = settings.user_class_names()
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")

@@ -238,6 +238,10 @@ def timed_chat(client: StreamingClient, body: dict[str, Any]) -> ChatSample:
 class TimedRun(NamedTuple):
     started: float  # the perf_counter just before the run's request went out
     final: RunFinished
+    # The client's own time over the run's questions: from each question's bytes arriving to
+    # its answer going out (the person's reading time, where a policy takes any). Not the
+    # service's, so a run's latency leaves it out.
+    waiting: float = 0.0
 
 
 # What a timed run's listener is told: each event, and when the bytes that completed it arrived.
@@ -272,6 +276,7 @@ class TimedRunClient:
         started, response = 0.0, None
         events: Iterator[Event] = iter(())
         outcome: Any = None
+        asked_at, waiting = 0.0, 0.0
         while True:
             command = conversation.next(outcome)
             outcome = None
@@ -286,16 +291,19 @@ class TimedRunClient:
                 case Read():
                     outcome = next(events, None)
                 case Show(event, at):
+                    if isinstance(event, ConfirmationRequested):
+                        asked_at = at
                     if on_event is not None:
                         on_event(event, at)
                 case Ask(question):
                     outcome = None if answer is None else answer(question)
-                case Send(request):
+                case Send(request):  # an answer to the question last asked
+                    waiting += time.perf_counter() - asked_at
                     outcome = self._send(request)
                 case Done(final):
                     for _ in events:  # read to the end of the body, so the connection is reused
                         pass
-                    return TimedRun(started, final)
+                    return TimedRun(started, final, waiting)
                 case _:
                     assert_never(command)
 
@@ -309,7 +317,9 @@ class RunSample:
     """One agent run through the loop's API, start to run.finished."""
 
     first_answer_ms: float | None = None
-    run_ms: float = 0.0
+    run_ms: float = 0.0  # wall time, start to run.finished
+    # of run_ms, the client's time between a question arriving and its answer going out
+    confirmation_wait_ms: float = 0.0
     status: str = ""
     turns: int = 0
     tool_calls: int = 0
@@ -363,7 +373,7 @@ def timed_run(
 
     client = TimedRunClient(stream_client, control_client)
     try:
-        started, finished = client.run(
+        started, finished, waiting = client.run(
             text, answer=always(answer or "decline"), on_event=seen, session_id=session_id or None
         )
     except (RunRefused, StreamEnded) as error:
@@ -371,6 +381,7 @@ def timed_run(
     if first_answer is not None:
         sample.first_answer_ms = (first_answer - started) * 1000
     sample.run_ms = (finished_at - started) * 1000
+    sample.confirmation_wait_ms = waiting * 1000
     tool_steps = finished.tool_steps()
     sample.status = finished.status
     sample.turns = finished.turns or 0

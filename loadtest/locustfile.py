@@ -109,13 +109,16 @@ def model_figures(s: ChatSample) -> Figures:
 
 def run_figures(s: RunSample) -> Figures:
     fields = {"status": s.status, "first_answer_ms": s.first_answer_ms, "run_ms": s.run_ms,
-              "turns": s.turns, "tool_calls": s.tool_calls, "tools": s.tools,
+              "confirmation_wait_ms": s.confirmation_wait_ms, "turns": s.turns,
+              "tool_calls": s.tool_calls, "tools": s.tools,
               "tool_errors": s.tool_errors, "confirmations": s.confirmations,
               "prompt_tokens": s.prompt_tokens, "output_tokens": s.output_tokens,
               "call_prompt_tokens": s.call_prompt_tokens,
               "request_tokens": s.request_tokens}  # fmt: skip
+    # Locust's "run" row is the working time, as summary.json's run p95 and the SLO are
     return Figures(fields, [("first answer token", s.first_answer_ms, 0),
-                            ("run", s.run_ms, s.output_tokens)])  # fmt: skip
+                            ("run", s.run_ms - s.confirmation_wait_ms,
+                             s.output_tokens)])  # fmt: skip
 
 
 def facade_figures(s: ChatSample) -> Figures:

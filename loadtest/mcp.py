@@ -74,6 +74,16 @@ class McpClient:
             raise ToolRefused(tool, str(error.get("code") or "error"), error.get("message") or text)
         return result.get("structuredContent")
 
+    def signs_in(self) -> bool:
+        """Whether the server takes this client's token: a session opens (False on a 401)."""
+        try:
+            self._open()
+        except McpError as error:
+            if str(error).startswith("initialize: HTTP 401"):
+                return False
+            raise
+        return True
+
     def close(self) -> None:
         """End the session on the server (DELETE), then the connection."""
         if self._session is not None:

@@ -14,6 +14,7 @@ from .results import Slo
 DEFAULT_LOOP_URL = "http://127.0.0.1:8080"
 DEFAULT_MODEL_URL = "http://127.0.0.1:8000/v1"
 DEFAULT_MCP_URL = "http://127.0.0.1:8090/mcp"
+DEMO_TOKEN, DEMO_MANAGER_TOKEN = "demo-token-employee", "demo-token-manager"
 # `user_classes` names → the Locust user classes in loadtest/locustfile.py
 USER_CLASSES = {"agent": "AgentUser", "model": "ModelUser", "facade": "FacadeUser"}
 
@@ -53,13 +54,40 @@ class LoadSettings(BaseSettings):
         ),
     )
     token: str = Field(
-        "demo-token-employee",
-        description="The employee the agent and facade users act as (bearer token).",
+        DEMO_TOKEN,
+        description=(
+            "The employee the agent and facade users act as (bearer token); a token that is "
+            "not a demo token is refused without `--allow-real-employee`."
+        ),
     )
     manager_token: str = Field(
-        "demo-token-manager",
+        DEMO_MANAGER_TOKEN,
         description=(
             "That employee's manager: approves the users' own leaves, rejects what a submit left."
+        ),
+    )
+    employees: Literal["auto", "own", "token"] = Field(
+        "auto",
+        description=(
+            "Whom the users act as: `own` — a manager and an employee made for the run by "
+            "`LOAD_ADMIN_COMMAND` and removed with their leaves and tokens after it; `token` "
+            "— `LOAD_TOKEN` and `LOAD_MANAGER_TOKEN`; `auto` — the demo tokens where the MCP "
+            "server takes them (development), else `own` (production)."
+        ),
+    )
+    admin_command: str = Field(
+        "",
+        description=(
+            "How to run the MCP server's operator commands on its database, for `own` "
+            "employees (e.g. `docker compose … exec -T mcp-server python -m mcp_server`); "
+            "empty: `python -m mcp_server` here, with this shell's `MCP_*` settings."
+        ),
+    )
+    allow_real_employee: bool = Field(
+        False,
+        description=(
+            "Act as the person whose token `LOAD_TOKEN` is, writing load-test leaves into "
+            "their history and audit log (refused without it)."
         ),
     )
     # The default is the sweep `make demo` ends with: agent users, 2 to 8, back to back (no

@@ -12,7 +12,10 @@ what an older file meant by leaving it out, so a summary from any earlier versio
 - what served the load and how it was made (6fc8601): `LoadSummary.backend` and `.load`,
   `AgentBlock.confirmations_per_run`, and per-scenario blocks where the first version wrote only
   each scenario's run count (read as a block with `runs` alone);
-- the replicas (ba4fcf1): `Backend.replicas`, `.replica_names`, `.gpus_per_replica`.
+- the replicas (ba4fcf1): `Backend.replicas`, `.replica_names`, `.gpus_per_replica`;
+- waiting for a person left out of run latency (issue 34): `RunsBlock.run_wall_ms`, wall time,
+  written where a run waited; `run_ms` is the working time since (wall time before; the same
+  where no run waited).
 
 Numbers keep the type they were written with (an int stays an int), and `as_json` leaves out
 what a file did not hold, so reading a summary and writing it again gives the same JSON.
@@ -103,10 +106,12 @@ class RunsBlock(_Block):
     prompt_tokens_per_run: Number
     output_tokens_per_run: Number
     first_answer_ms: Distribution
-    run_ms: Distribution
+    run_ms: Distribution  # working time: wall time less the client's wait over questions
     goodput_per_s: Number
     slo_attainment: Number | None
     scenarios: dict[str, ScenarioBlock]
+    # wall time, the questions' waits in; written where runs waited (None: run_ms is wall time)
+    run_wall_ms: Distribution | None = None
 
     @field_validator("scenarios", mode="before")
     @classmethod

@@ -15,6 +15,8 @@ DETECTIONS = tuple(DetectionKind)
 # Retried model errors: any 5xx is retried, these are the ones vLLM and proxies answer with.
 RETRY_REASONS = ("http_429", "timeout", "connection_error", "http_500", "http_502", "http_503")
 RUN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300)
+# A person reads a question and answers within seconds to the confirmation timeout (minutes).
+WAIT_BUCKETS = (0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800)
 CALL_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
 
@@ -29,8 +31,25 @@ class LoopMetrics:
             registry=r,
         ).labels(model or "unknown", revision or "unknown").set(1)
         self.runs = Counter("leave_loop_runs", "Finished runs by status.", ["status"], registry=r)
+        # Wall time includes the minutes a person may take over a confirmation question; the
+        # run-latency SLO judges the working time, which leaves that wait out.
         self.run_duration = Histogram(
-            "leave_loop_run_duration_seconds", "Run wall time.", buckets=RUN_BUCKETS, registry=r
+            "leave_loop_run_duration_seconds",
+            "Run wall time, including time spent waiting for a person to confirm.",
+            buckets=RUN_BUCKETS,
+            registry=r,
+        )
+        self.run_working = Histogram(
+            "leave_loop_run_working_seconds",
+            "Run time without the time spent waiting for a person to confirm (the SLO's).",
+            buckets=RUN_BUCKETS,
+            registry=r,
+        )
+        self.confirmation_wait = Histogram(
+            "leave_loop_confirmation_wait_seconds",
+            "Time from a confirmation question being asked to a person's answer (or timeout).",
+            buckets=WAIT_BUCKETS,
+            registry=r,
         )
         self.turns = Histogram(
             "leave_loop_run_turns",

@@ -15,7 +15,7 @@ from mcp.types import ElicitResult
 from opentelemetry.trace import Span
 
 from common import tokens
-from common.contract import TOOL_ERROR_PREFIX
+from common.contract import TOOL_ERROR_PREFIX, StepKind
 from common.credentials import hash_token
 from common.runs_protocol import (
     ConfirmationOutcome,
@@ -38,6 +38,7 @@ from common.sqlite import utcnow
 from .auth_guard import RejectedTokens
 from .engine import (
     AgentLoop,
+    CallInProgress,
     Checkpoint,
     Emit,
     LoopConfig,
@@ -137,6 +138,9 @@ class ActiveRun:
     token: str | None = None
     answered_before: dict[str, tuple[str, ElicitResult]] = field(default_factory=dict)
     suspending: bool = False  # stopped by shutdown while it waited: left to be resumed
+    # Seconds spent waiting for a person to answer a confirmation: not the service's time, so
+    # the run-latency SLO's histogram leaves it out.
+    waited: float = 0.0
     saving: asyncio.Lock = field(default_factory=asyncio.Lock)  # one progress save at a time
 
     async def outcome(self) -> Run:
@@ -253,6 +257,7 @@ class RunTools:
                 run.state = call.state
             await self._manager.save_progress(run)  # resumable from here, should the loop stop
             await run.emit(pending.event())
+            asked = time.perf_counter()
             try:
                 result = await asyncio.wait_for(
                     asyncio.shield(pending.answer), self._manager.config.confirmation_timeout
@@ -261,6 +266,12 @@ class RunTools:
                 result = ElicitResult(action="cancel")
                 if not pending.answer.done():
                     pending.answer.set_result(result)
+            finally:  # also when cancelled while waiting: the wait was still a person's
+                waited = time.perf_counter() - asked
+                run.waited += waited
+                metrics.confirmation_wait.observe(waited)
+                if call is not None:
+                    _add_wait(call, waited)
             await self._manager.save_progress(run)  # answered: no longer to be resumed
         outcome = _confirmation_outcome(result)
         metrics.confirmations.labels(outcome).inc()
@@ -462,7 +473,9 @@ class RunManager:
     def _count(self, run: ActiveRun, result: RunResult) -> None:
         metrics = self.metrics
         metrics.runs.labels(result.status).inc()
-        metrics.run_duration.observe(time.perf_counter() - run.started)
+        wall = time.perf_counter() - run.started
+        metrics.run_duration.observe(wall)
+        metrics.run_working.observe(max(0.0, wall - run.waited))
         metrics.turns.observe(result.turns)
         for kind in result.detections:
             metrics.detections.labels(kind).inc()
@@ -708,6 +721,14 @@ def _waiting(run: ActiveRun) -> list[PendingConfirmation]:
 
 def _new_session_id() -> str:
     return f"ses_{secrets.token_hex(8)}"
+
+
+def _add_wait(call: CallInProgress, seconds: float) -> None:
+    """Note on the tool call's step how much of its duration a person took to answer."""
+    for step in reversed(call.state.steps):
+        if step.type == StepKind.TOOL and step.tool_call_id == call.tool_call_id:
+            step.confirmation_wait_ms = round(step.confirmation_wait_ms + seconds * 1000, 3)
+            return
 
 
 def _confirmation_outcome(result: ElicitResult) -> ConfirmationOutcome:

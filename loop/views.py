@@ -63,6 +63,7 @@ def run_of_record(record: RunRecord, steps: list[Step] | None = None) -> Run:
             completion_tokens=record.completion_tokens or 0,
         ),
         turns=record.turns or 0,
+        confirmation_wait_ms=round(sum(step.confirmation_wait_ms for step in steps), 3),
     )
 
 

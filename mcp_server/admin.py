@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,7 +16,7 @@ from sqlalchemy import select
 
 from common.entrypoint import CommandError, StartupError
 
-from . import people
+from . import load_test_people, people
 from .identity import Identities, InactiveEmployee, UnknownEmployee, parse_duration
 from .seed import remove_demo_data, seed
 from .settings import ServerSettings
@@ -60,6 +61,20 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     deactivate.add_argument("employee_id")
     commands.add_parser("remove-demo-data", help="delete the demo tokens and demo employees")
+    add_load = commands.add_parser(
+        "add-load-test-employees",
+        help="a manager and an employee of a load test's own, with tokens (JSON on stdout)",
+    )
+    add_load.add_argument(
+        "--expires-in", metavar="DURATION", default="12h", help="the tokens' (default 12h)"
+    )
+    remove_load = commands.add_parser(
+        "remove-load-test-employees",
+        help="delete load-test employees with their leaves, audit entries and tokens",
+    )
+    remove_load.add_argument(
+        "marker", nargs="?", help="one run's (loadtest-…); without it, every run's leftovers"
+    )
     audit = commands.add_parser(
         "audit", help="the audit log, newest last: who acted, through which front end, what"
     )
@@ -116,6 +131,26 @@ def run(args: argparse.Namespace, settings: ServerSettings, database: Database) 
         said = act(settings.database_url, args.path, Base.metadata.tables, "the leave database")
         # with `-` standard output may carry the backup itself
         print(said, file=sys.stderr if args.path == backup.STDIO else sys.stdout)
+        return 0
+    if command == "add-load-test-employees":
+        try:
+            expires_in = parse_duration(args.expires_in)
+        except ValueError as error:
+            raise CommandError(f"add-load-test-employees: --expires-in: {error}") from None
+        made = load_test_people.add(database, expires_in)
+        print(json.dumps(made.as_json()))
+        print(f"added {made.employee_id} and their manager {made.manager_id}", file=sys.stderr)
+        return 0
+    if command == "remove-load-test-employees":
+        try:
+            gone = load_test_people.remove(database, args.marker)
+        except ValueError as error:
+            raise CommandError(f"remove-load-test-employees: {error}") from None
+        print(
+            f"removed {len(gone.employees)} load-test employee(s)"
+            + (f" ({', '.join(gone.employees)})" if gone.employees else "")
+            + f" with {gone.leaves} leave(s) and {gone.tokens} token(s)"
+        )
         return 0
     if command == "remove-demo-data":
         removed = remove_demo_data(database)

@@ -148,13 +148,24 @@ def remove_demo_data(db: Database) -> DemoRemoved:
             assert manager_id is not None
             kept.setdefault(manager_id, []).append(employee_id)
         removed = sorted(demo - set(kept))
-        leaves = select(Leave.id).where(Leave.employee_id.in_(removed))
-        s.execute(delete(AuditEntry).where(AuditEntry.leave_id.in_(leaves)))
-        s.execute(delete(PendingConfirmation).where(PendingConfirmation.leave_id.in_(leaves)))
-        s.execute(delete(Leave).where(Leave.employee_id.in_(removed)))
-        s.execute(delete(Balance).where(Balance.employee_id.in_(removed)))
-        s.execute(delete(ApiToken).where(ApiToken.employee_id.in_(removed)))
-        # managers last: a demo employee may report to another
-        s.execute(update(Employee).where(Employee.id.in_(removed)).values(manager_id=None))
-        s.execute(delete(Employee).where(Employee.id.in_(removed)))
-        return DemoRemoved(int(getattr(tokens, "rowcount", 0) or 0), removed, kept)
+        delete_employees(s, removed)
+        return DemoRemoved(_count(tokens), removed, kept)
+
+
+def delete_employees(s: Session, ids: list[str]) -> tuple[int, int]:
+    """Delete these employees and everything of theirs — leaves, those leaves' audit entries
+    and open confirmations, balances, tokens: (leaves, tokens) deleted."""
+    leaves = select(Leave.id).where(Leave.employee_id.in_(ids))
+    s.execute(delete(AuditEntry).where(AuditEntry.leave_id.in_(leaves)))
+    s.execute(delete(PendingConfirmation).where(PendingConfirmation.leave_id.in_(leaves)))
+    gone = s.execute(delete(Leave).where(Leave.employee_id.in_(ids)))
+    s.execute(delete(Balance).where(Balance.employee_id.in_(ids)))
+    tokens = s.execute(delete(ApiToken).where(ApiToken.employee_id.in_(ids)))
+    # managers last: one may report to another of them
+    s.execute(update(Employee).where(Employee.id.in_(ids)).values(manager_id=None))
+    s.execute(delete(Employee).where(Employee.id.in_(ids)))
+    return _count(gone), _count(tokens)
+
+
+def _count(result: object) -> int:
+    return int(getattr(result, "rowcount", 0) or 0)

@@ -55,6 +55,7 @@ class Loop:
     # set: the run ends only once the client has seen the answer's first token
     delta_seen: threading.Event | None = None
     finished_sent_at: float = 0.0
+    answer_received_at: float = 0.0  # perf_counter: the clients run in this process
 
 
 def _frames(text: str, loop: Loop) -> Iterator[bytes]:
@@ -99,6 +100,7 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         loop.requests.append(("POST", self.path, body))
         if self.path != "/v1/runs":
+            loop.answer_received_at = time.perf_counter()
             loop.answered.set()
             self._answer(loop.reply_status, {"status": "answered", "action": body["action"]})
         elif body["input"] == "refuse":
@@ -137,7 +139,7 @@ def run_timed(loop: Loop, text: str, **options: Any) -> tuple[RunFinished, list[
     stream, control = StreamingClient(loop.url), StreamingClient(loop.url)
     try:
         client = TimedRunClient(stream, control)
-        _, final = client.run(text, on_event=lambda event, _at: events.append(event), **options)
+        final = client.run(text, on_event=lambda event, _at: events.append(event), **options).final
     finally:
         stream.close()
         control.close()
@@ -200,7 +202,7 @@ def test_the_timed_client_stamps_each_event_by_its_arrival(loop):
 
     stream, control = StreamingClient(loop.url), StreamingClient(loop.url)
     try:
-        started, _ = TimedRunClient(stream, control).run("x", on_event=arrived)
+        started, *_ = TimedRunClient(stream, control).run("x", on_event=arrived)
     finally:
         stream.close()
         control.close()
@@ -229,6 +231,43 @@ def test_the_load_tests_run_sample_and_its_errors_keep_their_words(loop):
     finally:
         stream.close()
         control.close()
+
+
+def test_the_timed_client_leaves_the_time_before_an_answer_out_of_the_runs_time(loop):
+    """The person takes their time: they answer only after a whole other run of theirs has
+    finished. That time, from the question's arrival to the answer going out, is the run's
+    `waiting` (and the load test's confirmation_wait_ms), which its working time leaves out."""
+    asked: list[float] = []
+    gap: list[float] = []
+
+    def person(_question: Any) -> str:
+        began = time.perf_counter()
+        other_stream, other_control = StreamingClient(loop.url), StreamingClient(loop.url)
+        try:
+            other = TimedRunClient(other_stream, other_control).run("x")
+        finally:
+            other_stream.close()
+            other_control.close()
+        assert other.final.status == "completed" and other.waiting == 0
+        gap.append(time.perf_counter() - began)
+        return "accept"
+
+    def seen(event: Any, at: float) -> None:
+        if event.event == "confirmation.requested":
+            asked.append(at)
+
+    stream, control = StreamingClient(loop.url), StreamingClient(loop.url)
+    try:
+        timed = TimedRunClient(stream, control).run("ask", answer=person, on_event=seen)
+        # a question in the load test's own sample: the same measure, in ms
+        sample = timed_run(stream, control, "ask", "accept", "s-1")
+    finally:
+        stream.close()
+        control.close()
+    assert timed.final.status == "completed" and len(asked) == 1
+    # from no later than the person began to no earlier than the loop got the answer
+    assert gap[0] <= timed.waiting <= loop.answer_received_at - asked[0]
+    assert 0 < sample.confirmation_wait_ms < sample.run_ms
 
 
 def test_the_conversation_itself_does_no_io():

@@ -173,11 +173,13 @@ AGENT = Board(
         ),
         Panel(
             "Run latency",
-            [Query(f":leave_loop_run_duration_seconds:p{q}_rate1m", f"p{q}") for q in (50, 95, 99)],
+            [Query(f":leave_loop_run_working_seconds:p{q}_rate1m", f"p{q}") for q in (50, 95, 99)],
             unit="s",
             thresholds=[(0, "green"), (slo.RUN_P95_SECONDS, "red")],
-            description=f"SLO line at p95 ≤ {slo.RUN_P95_SECONDS:g} s (common/slo.py): the "
-            "load tests' verdict and the AgentRunLatencyOverSLO alert's threshold.",
+            description=f"Working time: a run's time without the time a person took to answer "
+            f"its confirmation questions. SLO line at p95 ≤ {slo.RUN_P95_SECONDS:g} s "
+            "(common/slo.py): the load tests' verdict and the AgentRunLatencyOverSLO alert's "
+            "threshold.",
         ),
         Panel(
             "Turns and tokens per run",
@@ -214,6 +216,17 @@ AGENT = Board(
             "Confirmations / s by outcome",
             [Query("outcome:leave_loop_confirmations:rate1m", "{{outcome}}")],
             unit="reqps",
+        ),
+        Panel(
+            "Waiting for a person",
+            [
+                Query(":leave_loop_confirmation_wait_seconds:p50_rate5m", "answer p50"),
+                Query(":leave_loop_confirmation_wait_seconds:p95_rate5m", "answer p95"),
+                Query(":leave_loop_run_duration_seconds:p95_rate1m", "run wall time p95"),
+            ],
+            unit="s",
+            description="How long people take to answer a confirmation question, and runs' "
+            "wall time with those waits in (not the SLO's: see Run latency).",
         ),
         Panel(
             "Detections (model output problems) in the range",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 import time
 
@@ -84,6 +85,13 @@ def test_make_demo_on_a_fresh_clone(tmp_path):
             text=True,
         )
         assert "loop" in status.stdout  # left running, as the README says
+        # the sweep ran on employees of its own, gone after it: the demo employees' leaves are
+        # the seed's and the scenarios', with no 「壓測…」 leave among them
+        assert "on employees of its own" in out
+        with sqlite3.connect(clone / ".run/volumes/mcp-data/leave.db") as db:
+            stress = db.execute("SELECT count(*) FROM leaves WHERE reason LIKE '壓測%'").fetchone()
+            made = db.execute("SELECT count(*) FROM employees WHERE source = 'loadtest'").fetchone()
+        assert stress == (0,) and made == (0,)
 
         # make load && make cost on that stack, the port variables unset: the same answer
         moved = ("LOOP_PUBLISHED_PORT", "MCP_PUBLISHED_PORT", "LOCAL_MODEL_PORT")

@@ -183,3 +183,22 @@ def test_the_sweep_stops_only_on_a_logged_miss(tmp_path):
     log.write(_model(12.0, 400, [10.0], 2))
     assert step_missed_slo(tmp_path, slo) == ["TTFT p99 396.4 ms > 100"]
     log.close()
+
+
+def test_run_latency_and_the_slo_leave_out_the_time_a_question_waited_for_its_answer():
+    """Runs of 6 s that spent 4.5 s of it between a question arriving and the answer going
+    out worked 1.5 s: within a 5 s SLO, with both figures in the summary."""
+    from tests.loadtest.records import agent_record
+
+    slo = Slo(ttft_p99_ms=100, itl_p99_ms=20, run_p95_ms=5000)
+    waited = [{**agent_record(t, 6000), "confirmation_wait_ms": 4500.0} for t in range(10)]
+    step = summarise(waited, [], slo)["steps"][0]
+    assert step["agent"]["run_ms"]["p95"] == 1500 and step["agent"]["run_wall_ms"]["p95"] == 6000
+    assert step["slo_met"] and step["agent"]["goodput_per_s"] > 0
+    assert step["agent"]["scenarios"]["query"]["run_ms_p95"] == 1500
+    # working time over the SLO still breaks it, whatever the waits
+    slow = [{**agent_record(t, 9000), "confirmation_wait_ms": 2000.0} for t in range(10)]
+    step = summarise(slow, [], slo)["steps"][0]
+    assert step["slo_broken"] == ["run latency p95 7000.0 ms > 5000"]
+    # runs that never waited have one figure, as before
+    assert "run_wall_ms" not in summarise([agent_record(0, 900)], [], slo)["steps"][0]["agent"]

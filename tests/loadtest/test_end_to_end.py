@@ -68,6 +68,17 @@ def test_load_test_on_the_local_stack_feeds_the_cost_calculator(tmp_path: Path):
     assert facade["runs_per_s"] > 0 and facade["output_tokens_per_run"] > 0
     assert facade["first_answer_ms"]["p50"] <= facade["run_ms"]["p50"]
     assert model["requests_per_s"] > 0 and model["output_tokens_per_s"] > 0
+    # a run that asked its person has the client's time over the question apart from its own
+    raw = [
+        json.loads(line)
+        for path in summary_path.parent.glob("raw-*.jsonl")
+        for line in path.read_text().splitlines()
+    ]
+    for record in (r for r in raw if r["kind"] == "agent" and r["ok"]):
+        waited = record["confirmation_wait_ms"]
+        assert (0 < waited < record["run_ms"]) if record["confirmations"] else waited == 0
+    if any(r.get("confirmations") for r in raw if r["kind"] == "agent" and r["ok"]):
+        assert agent["run_wall_ms"]["p95"] >= agent["run_ms"]["p95"]
     capacity = summary["capacity_at_slo"]
     assert set(CAPACITY_FIELDS) <= set(capacity)
     assert capacity["runs_per_s"] == agent["runs_per_s"]

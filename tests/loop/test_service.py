@@ -395,6 +395,8 @@ def test_readiness_and_metrics_report_what_happened(stack):
     for family in (
         'leave_loop_runs_total{status="completed"}',
         "leave_loop_run_duration_seconds_bucket",
+        "leave_loop_run_working_seconds_bucket",
+        "leave_loop_confirmation_wait_seconds_bucket",
         "leave_loop_run_turns_bucket",
         "leave_loop_model_call_duration_seconds_bucket",
         'leave_loop_tokens_total{type="prompt"}',

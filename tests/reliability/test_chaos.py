@@ -187,12 +187,12 @@ class Driver:
         client = TimedRunClient(stream, control)
         for attempt in range(5):
             try:
-                _, task.final = client.run(
+                task.final = client.run(
                     task.text,
                     answer=always(task.answer),
                     on_event=lambda event, _at: task.events.append(event.event),
                     run_id=task.run_id,
-                )
+                ).final
                 return
             except StreamEnded:
                 task.note += f"[stream ended early, attempt {attempt}]"
