@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from common.claims import claims
 from common.runs_protocol import ConfirmAction
 from common.scenarios import CANCEL_ACCEPTED, CANCEL_DECLINED, QUERY_ALL, SUBMIT_DRAFT
 
@@ -41,17 +42,6 @@ class EndState:
     applied: list[tuple[str, str | None, str | None]]
     not_applied: list[tuple[str, str | None]]  # (tool, confirmation)
     tools: list[str]
-
-
-# What claims a change, and the status the change must have reached in the database: "已將
-# LV-… 送出審核", "已取消假單 …". A status read out in a listing ("，已核准，") claims nothing.
-CLAIMS = {
-    "submitted": re.compile(r"已(?:將|把)?[^，。；]{0,24}?(?:送出審核|送審)|已送出|送出審核了"),
-    "approved": re.compile(r"已(?:將|把)[^，。；]{0,24}?核准|已核准(?:了|這張|那張|假單|LV-)"),
-    "rejected": re.compile(r"已(?:將|把)[^，。；]{0,24}?駁回|已駁回(?:了|這張|那張|假單|LV-)"),
-    "cancelled": re.compile(r"已(?:將|把)[^，。；]{0,24}?取消|已取消(?:了|這張|那張|假單|LV-)"),
-    "draft": re.compile(r"已建立"),
-}
 
 
 @dataclass(frozen=True)
@@ -171,12 +161,8 @@ def untrue_claims(answer: str, end: EndState, asked: str = "") -> list[str]:
     """What `answer` tells the person that the database contradicts: a change it does not
     show ("已取消假單 …" with nothing cancelled), each as the words that claimed it, and a leave
     id there is no such leave of (other than one the person gave, in `asked`)."""
-    changed_to = {to for _, _, to in end.applied}
-    claimed = [
-        found.group(0)
-        for status, claim in CLAIMS.items()
-        if status not in changed_to and (found := claim.search(answer))
-    ]
+    changed_to = {to for _, _, to in end.applied if to}
+    claimed = [words for status, words in claims(answer).items() if status not in changed_to]
     invented = sorted(set(LEAVE_ID.findall(answer)) - end.leave_ids - set(LEAVE_ID.findall(asked)))
     return claimed + [f"{leave_id} (no such leave)" for leave_id in invented]
 
