@@ -15,7 +15,8 @@ from .contract import LeaveStatus
 # The status each claim says a leave reached → the words that claim it.
 CLAIMS: dict[str, re.Pattern[str]] = {
     LeaveStatus.SUBMITTED: re.compile(
-        r"已(?:將|把)?[^，。；]{0,24}?(?:送出審核|送審)|已送出|送出審核了"
+        # not a status in brackets: "LV-…（…，submitted（已送出審核））" quotes the server
+        r"(?<![（(])已(?:將|把)?[^，。；（(]{0,24}?(?:送出審核|送審)|(?<![（(])已送出|送出審核了"
     ),
     LeaveStatus.APPROVED: re.compile(
         r"已(?:將|把)[^，。；]{0,24}?核准|已核准(?:了|這張|那張|假單|LV-)"
