@@ -22,13 +22,22 @@ import httpx2
 from sqlalchemy.orm import Session
 
 from common.contract import PERSON_SAID, StepKind
+from common.credentials import hash_token
 from common.run_client import RunClient, RunRefused, StreamEnded, always
 from common.runs_protocol import Run, Step
 from loop.export import training_example
 from loop.store import RunRecord, SyncRunStore
 from mcp_server.leaves import new_leave_id, working_days
-from mcp_server.seed import seed
-from mcp_server.storage import AuditEntry, Balance, Database, Leave
+from mcp_server.seed import START_BALANCE, seed
+from mcp_server.storage import (
+    ApiToken,
+    AuditEntry,
+    Balance,
+    Database,
+    Employee,
+    Leave,
+    new_token_id,
+)
 from ops.services import loop_service, mcp_server
 
 from .malformed import MalformedCall, malformed_calls
@@ -95,6 +104,16 @@ class ScratchStack:
         """The demo data again, plus the leaves the scenario starts with; the ids by reason."""
         seed(self.database, reset=True, today=today)
         with self.database.write() as s:
+            for person in scenario.people:  # in the file's order: a manager before their reports
+                s.add(Employee(id=person.employee_id, name=person.name,
+                               manager_id=person.manager_id, source="demo"))  # fmt: skip
+                s.flush()
+                s.add(ApiToken(token_sha256=hash_token(person.token), is_demo=True,
+                               employee_id=person.employee_id, public_id=new_token_id(),
+                               label="eval"))  # fmt: skip
+                for leave_type, days in START_BALANCE.items():
+                    s.add(Balance(employee_id=person.employee_id, leave_type=leave_type,
+                                  remaining_days=days))  # fmt: skip
             for leave in scenario.before:
                 start, end = on(leave.start, today), on(leave.end, today)
                 s.add(Leave(id=leave.id or new_leave_id(), employee_id=leave.owner,

@@ -86,6 +86,17 @@ class StartLeave:
 
 
 @dataclass(frozen=True)
+class StartPerson:
+    """Someone a site's scenarios need besides the demo employees, with a token of their own
+    (a demo one: the scratch server runs in development)."""
+
+    employee_id: str
+    name: str
+    manager_id: str | None
+    token: str
+
+
+@dataclass(frozen=True)
 class LeaveRow:
     id: str
     owner: str
@@ -137,11 +148,14 @@ class Scenario:
     tool: str = ""  # the tool it is mostly about, for the counts by tool
     phrasing: str = ""  # formal, colloquial, typo, mixed (Chinese and English), english
     source: str = "built-in"  # or the site file it came from
+    people: tuple[StartPerson, ...] = ()  # written before `before`, beside the demo employees
 
     @property
     def role(self) -> str:
-        tokens = {turn.token for turn in self.turns}
-        return "manager" if any(EMPLOYEE_OF.get(t, t) in MANAGERS for t in tokens) else "employee"
+        employee_of = EMPLOYEE_OF | {p.token: p.employee_id for p in self.people}
+        managers = MANAGERS | {p.manager_id for p in self.people if p.manager_id}
+        asking = {employee_of.get(turn.token) for turn in self.turns}
+        return "manager" if asking & managers else "employee"
 
 
 # -- goals -------------------------------------------------------------------------------------

@@ -25,24 +25,27 @@ from .scenarios import (
     LeaveRow,
     Scenario,
     StartLeave,
+    StartPerson,
     Turn,
     balance_told,
     on,
 )
 
 TOKEN_OF = {e.employee_id: e.token for e in DEMO_EMPLOYEES}
-PEOPLE = ", ".join(sorted(TOKEN_OF))
 # The demo data's leaves (reason → (owner, status)); their days are the seed's, from today.
 SEEDED = {reason: (owner, status) for owner, _, _, _, _, status, reason in LEAVES}
 # Statuses the server's overlap check passes over (mcp_server/leaves.py, create)
 NOT_BLOCKING = (LeaveStatus.REJECTED, LeaveStatus.CANCELLED)
 
 
-def _person(value: str) -> str:
-    """An employee id of the demo data, or one of their demo tokens → the employee id."""
-    employee = EMPLOYEE_OF.get(value, value)
-    if employee not in TOKEN_OF:
-        raise ValueError(f"unknown person {value!r} (known: {PEOPLE} or their demo tokens)")
+def _person(value: str, people: dict[str, StartPerson]) -> str:
+    """A person as a scenario names them — an employee id of the demo data or of the file's
+    people, or one of their tokens — as their employee id."""
+    by_token = EMPLOYEE_OF | {p.token: p.employee_id for p in people.values()}
+    employee = by_token.get(value, value)
+    if employee not in TOKEN_OF and employee not in people:
+        known = ", ".join([*sorted(TOKEN_OF), *people])
+        raise ValueError(f"unknown person {value!r} (known: {known} or their tokens)")
     return employee
 
 
@@ -73,8 +76,6 @@ class TurnSpec(Strict):
     answer: Literal["accept", "decline", "cancel"] | None = None
     person: str | None = None  # another person for this turn
 
-    _person = field_validator("person")(lambda v: v if v is None else _person(v))
-
 
 class StartSpec(Strict):
     reason: str = Field(min_length=1, max_length=200)
@@ -84,7 +85,6 @@ class StartSpec(Strict):
     end: str
     status: LeaveStatus = LeaveStatus.DRAFT
 
-    _owner = field_validator("owner")(lambda v: v if v is None else _person(v))
     _type = field_validator("leave_type")(_leave_type)
     _days = field_validator("start", "end")(_day)
 
@@ -96,7 +96,6 @@ class NewLeaveSpec(Strict):
     status: LeaveStatus = LeaveStatus.DRAFT
     owner: str | None = None  # default: the scenario's person
 
-    _owner = field_validator("owner")(lambda v: v if v is None else _person(v))
     _type = field_validator("leave_type")(_leave_type)
     _days = field_validator("start", "end")(_day)
 
@@ -125,11 +124,20 @@ class ScenarioSpec(Strict):
     start: list[StartSpec] = []
     expect: ExpectSpec
 
-    _person = field_validator("person")(_person)
     _tool = field_validator("tool")(lambda v: v and _tool(v))
 
 
+class PersonSpec(Strict):
+    """Someone the demo data does not have: an employee, or a manager of others."""
+
+    id: str = Field(pattern=r"^[A-Za-z0-9_-]{1,16}$")
+    name: str = Field(min_length=1, max_length=50)
+    manager: str | None = None  # a demo employee's id or an earlier person's of the file
+    token: str | None = Field(None, min_length=8)  # default: eval-token-<id>
+
+
 class SiteFile(Strict):
+    person: list[PersonSpec] = []
     scenario: list[ScenarioSpec] = Field(min_length=1)
 
 
@@ -144,8 +152,27 @@ def load(path: Path, taken: set[str]) -> tuple[Scenario, ...]:
         site = SiteFile.model_validate(raw)
     except ValidationError as error:
         raise ValueError(f"{path}: {_first(error, raw)}") from None
-    _check(site, taken, path)
-    return tuple(_scenario(spec, path) for spec in site.scenario)
+    people = _people(site, path)
+    _check(site, taken, path, people)
+    return tuple(_scenario(spec, path, people) for spec in site.scenario)
+
+
+def _people(site: SiteFile, path: Path) -> dict[str, StartPerson]:
+    people: dict[str, StartPerson] = {}
+    tokens = set(EMPLOYEE_OF)
+    for number, person in enumerate(site.person, 1):
+        where = f"{path}: person {number} ({person.id})"
+        if person.id in TOKEN_OF or person.id in people:
+            raise ValueError(f"{where}: id: taken already")
+        if person.manager is not None and person.manager not in TOKEN_OF | people.keys():
+            raise ValueError(f"{where}: manager: {person.manager!r} is no demo employee nor "
+                             "a person the file names before")  # fmt: skip
+        token = person.token or f"eval-token-{person.id}"
+        if token in tokens:
+            raise ValueError(f"{where}: token: taken already")
+        tokens.add(token)
+        people[person.id] = StartPerson(person.id, person.name, person.manager, token)
+    return people
 
 
 def _first(error: ValidationError, raw: dict[str, object]) -> str:
@@ -170,7 +197,7 @@ def _first(error: ValidationError, raw: dict[str, object]) -> str:
     return f"{where}{field}: {message}"
 
 
-def _check(site: SiteFile, taken: set[str], path: Path) -> None:
+def _check(site: SiteFile, taken: set[str], path: Path, people: dict[str, StartPerson]) -> None:
     """What the server would refuse or the suite could not tell apart, across the file."""
     today = dt.date.today()
     seen: set[str] = set()
@@ -179,8 +206,18 @@ def _check(site: SiteFile, taken: set[str], path: Path) -> None:
         if spec.name in taken or spec.name in seen:
             raise ValueError(f"{path}: scenario {spec.name}: the name is taken already")
         seen.add(spec.name)
+        named = [("person", spec.person)]
+        named += [(f"turn.{i}.person", t.person) for i, t in enumerate(spec.turn) if t.person]
+        named += [(f"start.{i}.owner", v.owner) for i, v in enumerate(spec.start) if v.owner]
+        if spec.expect.new_leave and spec.expect.new_leave.owner:
+            named.append(("expect.new_leave.owner", spec.expect.new_leave.owner))
+        for field, value in named:
+            try:
+                _person(value, people)
+            except ValueError as error:
+                raise ValueError(f"{path}: scenario {spec.name}: {field}: {error}") from None
         for leave in spec.start:
-            owner = leave.owner or spec.person
+            owner = _person(leave.owner or spec.person, people)
             where = f"{path}: scenario {spec.name}: start leave {leave.reason!r}"
             first, last = on(leave.start, today), on(leave.end, today)
             if last < first:
@@ -239,34 +276,40 @@ def _no_overlap(
             raise ValueError(f"{where}: overlaps scenario {name}'s leave {other.reason!r}")
 
 
-def _scenario(spec: ScenarioSpec, path: Path) -> Scenario:
-    token = TOKEN_OF[spec.person]
-    turns = tuple(Turn(t.text, t.answer, TOKEN_OF[t.person] if t.person else token)
-                  for t in spec.turn)  # fmt: skip
+def _scenario(spec: ScenarioSpec, path: Path, people: dict[str, StartPerson]) -> Scenario:
+    tokens = TOKEN_OF | {p.employee_id: p.token for p in people.values()}
+
+    def who(value: str | None) -> str:
+        return _person(value or spec.person, people)
+
+    turns = tuple(Turn(t.text, t.answer, tokens[who(t.person)]) for t in spec.turn)
     before = tuple(
-        StartLeave(s.reason, s.owner or spec.person, s.leave_type, s.start, s.end, s.status)
+        StartLeave(s.reason, who(s.owner), s.leave_type, s.start, s.end, s.status)
         for s in spec.start
     )
     return Scenario(
         spec.name,
         spec.what or spec.name,
         turns,
-        _goal(spec),
+        _goal(spec, people),
         probe=spec.probe,
         before=before,
         tool=spec.tool,
         phrasing=spec.phrasing,
         source=path.name,
+        people=tuple(people.values()),
     )
 
 
-def _goal(spec: ScenarioSpec) -> Goal:
+def _goal(spec: ScenarioSpec, people: dict[str, StartPerson]) -> Goal:
     expect = spec.expect
-    told = balance_told(expect.balance_told, spec.person) if expect.balance_told else None
+    person = _person(spec.person, people)
+    told = balance_told(expect.balance_told, person) if expect.balance_told else None
 
     def new_leave_is(end: EndState, want: NewLeaveSpec) -> bool:
         new = end.new_leaves()
-        return len(new) == 1 and _matches(new[0], want, want.owner or spec.person, end.today)
+        owner = _person(want.owner, people) if want.owner else person
+        return len(new) == 1 and _matches(new[0], want, owner, end.today)
 
     def goal(end: EndState) -> bool:
         return (

@@ -50,10 +50,13 @@ def test_the_simulators_policy_passes_every_scenario(simulator_report):
     assert got["endpoint"]["served_by"] == "simulator"
     rows = {row["scenario"]: row for row in got["scenarios"]}
     site = {"site.approve_conference", "site.sick_day_by_date", "site.keep_family_leave",
-            "site.sick_balance"}  # fmt: skip
+            "site.sick_balance", "site.new_hire_first_leave", "site.approve_new_hire"}  # fmt: skip
     assert set(rows) == {s.name for s in SCENARIOS} | site
     assert all(row["goal_rate"] == 1.0 and row["untrue_rate"] == 0.0 for row in rows.values())
     assert {rows[name]["source"] for name in site} == {"site.example.toml"}
+    # a person only the file has, as an employee and as the report a manager decides for
+    assert rows["site.new_hire_first_leave"]["role"] == "employee"
+    assert rows["site.approve_new_hire"]["role"] == "manager"
     # the declines the person gave are not the model's mistakes
     assert rows["cancel_declined"]["refusals_per_sample"] == 0.0
     # every tool, and a manager's decisions as well as an employee's requests
@@ -172,6 +175,11 @@ def test_what_the_gate_cannot_run_on_is_one_line(tmp_path):
          "overlaps scenario site.a's leave 'r'"),
         (one.format(name="a", person="E001") + 'expect = { statuses = { "x" = "approved" } }\n',
          "no leave of reason 'x'"),
+        ('[[person]]\nid = "E101"\nname = "x"\nmanager = "M009"\n'
+         + one.format(name="a", person="E101") + nothing,
+         "person 1 (E101): manager: 'M009' is no demo employee"),
+        ('[[person]]\nid = "E001"\nname = "x"\n' + one.format(name="a", person="E001") + nothing,
+         "person 1 (E001): id: taken already"),
     )  # fmt: skip
     for text, says in bad_sites:
         site.write_text(text)
