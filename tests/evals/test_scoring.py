@@ -104,3 +104,19 @@ def test_the_argument_table_is_the_servers_tools_signatures():
             if p.name not in ("ctx", "confirmation")
         }
         assert TOOL_ARGUMENTS[name] == parameters, name
+
+
+def test_two_scenarios_may_start_with_the_same_leave_however_they_name_its_owner(tmp_path):
+    from evals.site import load
+
+    site = tmp_path / "site.toml"
+    scenario = (
+        '[[scenario]]\nname = "site.{name}"\nperson = "{person}"\nturn = [{{ text = "hi" }}]\n'
+        'start = [{{ reason = "研討會", {owner}leave_type = "事假", start = "+1w3d", '
+        'end = "+1w3d" }}]\nexpect = {{ unchanged = true }}\n'
+    )
+    site.write_text(scenario.format(name="a", person="E002", owner="")
+                    + scenario.format(name="b", person="M001", owner='owner = "E002", '))  # fmt: skip
+    a, b = load(site, set())
+    assert a.before == b.before and a.before[0].owner == "E002"
+    assert (a.role, b.role) == ("employee", "manager")
