@@ -6,8 +6,11 @@ it (the system prompt, the person's turns, the model's tool calls and answers, t
 results) with the tool schemas it was offered. The suite knows the right end state, not the
 right words, so no corrected turn is made up: every assistant message carries `"weight": 0`
 (fine-tuning does not learn from it as it stands) and `metadata.failure` says what was wrong
-(goal missed, the untrue claims, each malformed call by tool, argument and how) and
-`metadata.expected` what the right end state is. Someone corrects the assistant turns, sets
+(goal missed, the untrue claims, each malformed call by tool, argument and how),
+`metadata.expected` what the right end state is and, where the scenario knows them,
+`metadata.right_calls` the calls a right run makes (the tool and the arguments that must be so,
+with the sample's real leave ids and dates; the others, a search's keyword or a reason, are the
+model's to word). Someone corrects the assistant turns, sets
 their weight to 1, and the record is training data; left as is, it is an evaluation case.
 """
 
@@ -35,6 +38,7 @@ def failure_record(sample: Sample, report: GateReport, what: str) -> dict[str, A
             "scenario": sample.scenario,
             "sample": sample.sample,
             "expected": what,
+            "right_calls": sample.right_calls,
             "failure": {
                 "goal_missed": not sample.goal,
                 "status": sample.status,

@@ -65,6 +65,9 @@ class Sample:
     # a failing sample's conversation as the loop recorded it (messages, tools), for
     # `python -m evals export-failures`
     transcript: dict[str, Any] | None = None
+    # and the calls a right run makes, where the scenario knows them: tool and the arguments
+    # that must be so (the others are the model's to word), with this sample's ids and dates
+    right_calls: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
@@ -192,6 +195,11 @@ def run_sample(stack: ScratchStack, scenario: Scenario, number: int) -> Sample:
     )
     if sample.failed:
         sample.transcript = stack.transcript(finals[-1].id)
+        sample.right_calls = [
+            {"name": call.tool,
+             "arguments": {k: text_of(v, ids, today) for k, v in call.arguments.items()}}
+            for call in scenario.right_calls
+        ]  # fmt: skip
     return sample
 
 

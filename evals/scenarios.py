@@ -137,6 +137,26 @@ Goal = Callable[[EndState], bool]
 
 
 @dataclass(frozen=True)
+class RightCall:
+    """A call a right run makes: the tool, and the arguments that must be so (the others are
+    the model's to word), as templates of `text_of` ({id:…}, {date:…})."""
+
+    tool: str
+    arguments: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Expect:
+    """A goal that also knows the calls that reach it, for export-failures to write."""
+
+    check: Goal
+    calls: tuple[RightCall, ...] = ()
+
+    def __call__(self, end: EndState) -> bool:
+        return self.check(end)
+
+
+@dataclass(frozen=True)
 class Scenario:
     name: str
     what: str  # one line for the report
@@ -149,6 +169,10 @@ class Scenario:
     phrasing: str = ""  # formal, colloquial, typo, mixed (Chinese and English), english
     source: str = "built-in"  # or the site file it came from
     people: tuple[StartPerson, ...] = ()  # written before `before`, beside the demo employees
+
+    @property
+    def right_calls(self) -> tuple[RightCall, ...]:
+        return self.goal.calls if isinstance(self.goal, Expect) else ()
 
     @property
     def role(self) -> str:
@@ -170,13 +194,25 @@ def searched_and_unchanged(end: EndState) -> bool:
     return ToolName.SEARCH_LEAVES in end.tools and not end.applied
 
 
+def change_call(reason: str, status: str) -> RightCall:
+    """The call that moves `reason`'s leave to `status`."""
+    if status == LeaveStatus.CANCELLED:
+        return RightCall(ToolName.CANCEL_APPROVED_LEAVE, {"leave_id": f"{{id:{reason}}}"})
+    return RightCall(
+        ToolName.UPDATE_LEAVE_STATUS, {"leave_id": f"{{id:{reason}}}", "status": status}
+    )
+
+
 def status_is(reason: str, wanted: str, changes: int = 1) -> Goal:
     """`reason`'s leave reached `wanted`, by `changes` applied changes in all."""
-    return lambda end: end.statuses.get(reason) == wanted and len(end.applied) == changes
+    return Expect(
+        lambda end: end.statuses.get(reason) == wanted and len(end.applied) == changes,
+        (RightCall(ToolName.SEARCH_LEAVES), change_call(reason, wanted)),
+    )
 
 
 def kept(reason: str, status: str) -> Goal:
-    return lambda end: end.statuses.get(reason) == status and unchanged(end)
+    return Expect(lambda end: end.statuses.get(reason) == status and unchanged(end))
 
 
 def created(
@@ -202,7 +238,13 @@ def created(
             and len(state.applied) == changes
         )
 
-    return goal
+    days_asked = {"start_date": f"{{date:{start}}}", "end_date": f"{{date:{end}}}"}
+    calls: tuple[RightCall, ...] = (
+        RightCall(ToolName.CREATE_LEAVE, {"leave_type": leave_type, **days_asked}),
+    )
+    if status != LeaveStatus.DRAFT:  # the new leave's id is the one create_leave returns
+        calls += (RightCall(ToolName.UPDATE_LEAVE_STATUS, {"status": status}),)
+    return Expect(goal, calls)
 
 
 def balance_told(leave_type: str, owner: str = "E001") -> Goal:
@@ -217,7 +259,7 @@ def balance_told(leave_type: str, owner: str = "E001") -> Goal:
             and re.search(rf"(?<![\d.]){remaining:g}(?![\d.])", end.answer) is not None
         )
 
-    return goal
+    return Expect(goal, (RightCall(ToolName.GET_LEAVE_BALANCE),))
 
 
 def lists(shown: tuple[str, ...], hidden: tuple[str, ...]) -> Goal:
@@ -232,7 +274,7 @@ def lists(shown: tuple[str, ...], hidden: tuple[str, ...]) -> Goal:
             and not any(end.id_of(r) in named for r in hidden)
         )
 
-    return goal
+    return Expect(goal, (RightCall(ToolName.SEARCH_LEAVES),))
 
 
 # -- the built-in suite ------------------------------------------------------------------------

@@ -21,13 +21,16 @@ from mcp_server.seed import LEAVES
 from .scenarios import (
     EMPLOYEE_OF,
     EndState,
+    Expect,
     Goal,
     LeaveRow,
+    RightCall,
     Scenario,
     StartLeave,
     StartPerson,
     Turn,
     balance_told,
+    change_call,
     on,
 )
 
@@ -316,7 +319,7 @@ def _goal(spec: ScenarioSpec, people: dict[str, StartPerson]) -> Goal:
         owner = _person(want.owner, people) if want.owner else person
         return len(new) == 1 and _matches(new[0], want, owner, end.today)
 
-    def goal(end: EndState) -> bool:
+    def check(end: EndState) -> bool:
         return (
             all(end.statuses.get(reason) == status for reason, status in expect.statuses.items())
             and (expect.changes is None or len(end.applied) == expect.changes)
@@ -327,7 +330,19 @@ def _goal(spec: ScenarioSpec, people: dict[str, StartPerson]) -> Goal:
             and (told is None or told(end))
         )
 
-    return goal
+    # the calls a right run makes: each leave moved from the status it starts in, the new one
+    was = {reason: status for reason, (_, status) in SEEDED.items()}
+    was |= {leave.reason: leave.status for leave in spec.start}
+    calls = [RightCall(ToolName.SEARCH_LEAVES)] if expect.statuses else []
+    calls += [change_call(reason, status) for reason, status in expect.statuses.items()
+              if status != was.get(reason)]  # fmt: skip
+    if expect.new_leave:
+        want = expect.new_leave
+        days = {"start_date": f"{{date:{want.start}}}", "end_date": f"{{date:{want.end}}}"}
+        calls.append(RightCall(ToolName.CREATE_LEAVE, {"leave_type": want.leave_type, **days}))
+    if expect.balance_told:
+        calls.append(RightCall(ToolName.GET_LEAVE_BALANCE))
+    return Expect(check, tuple(calls))
 
 
 def _matches(leave: LeaveRow, want: NewLeaveSpec, owner: str, today: dt.date) -> bool:

@@ -7,6 +7,7 @@ chat-format dataset."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -134,6 +135,12 @@ def test_each_malformed_call_is_named_by_tool_argument_and_how(tmp_path):
     failure = record["metadata"]["failure"]
     assert failure["goal_missed"] and len(failure["malformed"]) == 8
     assert record["metadata"]["expected"].startswith("submit the 家庭旅遊 draft")
+    # and the calls a right run makes, with the sample's own id of the draft
+    search, submit = record["metadata"]["right_calls"]
+    assert search == {"name": "search_leaves", "arguments": {}}
+    assert submit["name"] == "update_leave_status"
+    assert submit["arguments"]["status"] == "submitted"
+    assert re.fullmatch(r"LV-[0-9a-f]{6}", submit["arguments"]["leave_id"])
 
 
 def test_a_regression_against_the_baseline_is_named_by_how_much(simulator_report, tmp_path):

@@ -120,3 +120,22 @@ def test_two_scenarios_may_start_with_the_same_leave_however_they_name_its_owner
     a, b = load(site, set())
     assert a.before == b.before and a.before[0].owner == "E002"
     assert (a.role, b.role) == ("employee", "manager")
+
+
+def test_the_right_calls_a_scenario_knows_come_from_its_end_state():
+    from evals.scenarios import by_name
+    from evals.site import load
+    from tests.support import REPO_ROOT
+
+    (weekend,) = by_name(["create.over_a_weekend"])
+    (call,) = weekend.right_calls
+    assert (call.tool, call.arguments) == (
+        "create_leave", {"leave_type": "特休", "start_date": "{date:+0w4d}",
+                         "end_date": "{date:+1w0d}"})  # fmt: skip
+    site = {s.name: s for s in load(REPO_ROOT / "evals" / "site.example.toml", set())}
+    approve = [(c.tool, c.arguments) for c in site["site.approve_conference"].right_calls]
+    assert approve == [("search_leaves", {}), ("update_leave_status",
+                       {"leave_id": "{id:參加研討會}", "status": "approved"})]  # fmt: skip
+    # a leave kept as it started needs no change call
+    kept = [c.tool for c in site["site.keep_family_leave"].right_calls]
+    assert kept == ["search_leaves"]
