@@ -8,18 +8,40 @@ arguments twice in one turn, and answers in text after a tool error instead of l
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from common.chat import content_text
-from common.contract import LEAVE_TYPES, NEXT_STATUSES, TOOL_ERROR_PREFIX, LeaveStatus, ToolName
+from common.contract import (
+    LEAVE_TYPE_BY_NAME,
+    LEAVE_TYPES,
+    NEXT_STATUSES,
+    TOOL_ERROR_PREFIX,
+    LeaveStatus,
+    ToolName,
+)
 
 LEAVE_ID = re.compile(r"LV-[0-9a-f]{6}")
 # `[sim-fault:<mode>,…]` in a user message asks for faults (for agents that forward no headers)
 FAULT_TAG = re.compile(r"\[sim-fault:([a-z0-9_,]+)\]")
-ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+# The dates a request names, as a person writes them: 2026-12-28, 2026/12/28, 12月28日, 12/28,
+# 今天/明天/後天, 下週一 (also 下周, 下禮拜, 下星期; 下下週 the week after; 這週/本週 this one),
+# next monday. Read against the simulator's own today, as a model told the date would.
+DATE_WORDS = re.compile(
+    r"(?P<iso>\d{4})[-/](?P<im>\d{1,2})[-/](?P<id>\d{1,2})"
+    r"|(?P<mm>\d{1,2})月(?P<md>\d{1,2})[日號]?"
+    r"|(?<![\d/])(?P<sm>\d{1,2})/(?P<sd>\d{1,2})(?![\d/])"
+    r"|(?P<day>今天|明天|後天)"
+    r"|(?P<week>下下|下|這|本)(?:週|周|禮拜|星期)(?P<wd>[一二三四五六日天])"
+    r"|(?P<next>next|this) (?P<ewd>monday|tuesday|wednesday|thursday|friday|saturday|sunday)",
+    re.IGNORECASE,
+)
+WEEKDAY_ZH = "一二三四五六日"
+WEEKDAY_EN = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+WEEK_OFFSET = {"這": 0, "本": 0, "this": 0, "下": 1, "next": 1, "下下": 2}
 
 # intent -> trigger words (checked in this order; the first match wins)
 INTENTS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -29,7 +51,18 @@ INTENTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("submit", ("送出", "送審", "提交", "遞交", "submit")),
     (
         "balance",
-        ("剩幾天", "剩下幾天", "還有幾天", "餘額", "額度", "剩餘", "balance", "how many days"),
+        (
+            "剩幾天",
+            "剩下幾天",
+            "還有幾天",
+            "還剩",
+            "剩多少",
+            "餘額",
+            "額度",
+            "剩餘",
+            "balance",
+            "how many days",
+        ),
     ),
     ("create", ("幫我請", "我要請", "申請", "新增", "請假", "create", "request a leave", "book")),
     (
@@ -46,9 +79,24 @@ INTENTS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "list",
             "status",
             "find",
+            "check",
         ),
     ),
 )
+# A status a query filters by, as a person names it ("列出我已核准的假"); read only when the
+# request also asks to look (QUERY_FIRST), so 「核准…」 or 「改成已取消」 still ask for a change.
+STATUS_FILTERS = (
+    ("已核准", LeaveStatus.APPROVED),
+    ("審核中", LeaveStatus.SUBMITTED),
+    ("送審中", LeaveStatus.SUBMITTED),
+    ("草稿", LeaveStatus.DRAFT),
+    ("被駁回", LeaveStatus.REJECTED),
+    ("已駁回", LeaveStatus.REJECTED),
+    ("已取消", LeaveStatus.CANCELLED),
+)
+QUERY_FIRST = ("列出", "查", "有哪些", "哪幾張", "哪些", "list", "show", "check", "看看")
+# Words that never name a leave: a phrase is split at them, wherever they are.
+SPLIT_AT = re.compile(r"那張|這張|那筆|這筆|幫我|麻煩|一下")
 # Words that say how, not which: stripped from the start or the end of each phrase (never
 # from the middle, so 「健康檢查」 keeps its 查) before the rest becomes the search keyword.
 LEADING = (
@@ -81,6 +129,8 @@ LEADING = (
     "所有",
     "一下",
     "也",
+    "將",
+    "假單",
 )
 TRAILING = (
     "送出審核",
@@ -96,6 +146,7 @@ TRAILING = (
     "這張",
     "已核准",
     "一下",
+    "有哪些",
     "吧",
     "嗎",
     "呢",
@@ -137,6 +188,8 @@ ENGLISH_FILLER = {
     "to",
     "and",
     "withdraw",
+    "check",
+    "book",
 }
 # "那張" is not here: 「把我那張家庭旅遊的特休…」 names its leave and must be searched.
 REFERS_BACK = ("剛剛", "剛才", "上一張", "同一張", "也送", "it too", "that one", "same one")
@@ -238,6 +291,10 @@ def _decide(turn: Turn, say: _Voice) -> Decision:
         remembered = _referred_leave(turn)
         if remembered and intent in ("submit", "approve", "reject", "cancel"):
             return _act(turn, say, intent, remembered)
+        status, rest = status_filter(turn.request)
+        if status is not None:
+            return _call(turn, say, ToolName.SEARCH_LEAVES,
+                         {"keyword": extract_keyword(rest), "status": status})  # fmt: skip
         keyword = extract_keyword(turn.request)
         return _call(turn, say, ToolName.SEARCH_LEAVES, {"keyword": keyword})
 
@@ -267,19 +324,71 @@ def _decide(turn: Turn, say: _Voice) -> Decision:
     return Decision(text=say.done(last or ""))
 
 
-def detect_intent(request: str) -> str | None:
-    lowered = request.casefold()
+def detect_intent(request: str, today: dt.date | None = None) -> str | None:
+    status, rest = status_filter(request)
+    if status is not None:
+        return "query"
+    lowered = rest.casefold()
     for intent, words in INTENTS:
         if any(w in lowered for w in words):
             return intent
-    if any(t in request for t in LEAVE_TYPES) or "假" in request:
-        return "query"
+    if leave_type_named(request) or "假" in request:
+        # dates and a leave type, with no verb it knows (「幫我清下周四的事假」): a new leave
+        return "create" if find_dates(request, today) else "query"
     return None
+
+
+def status_filter(request: str) -> tuple[str | None, str]:
+    """The status a query names, and the request without it; (None, request) when none."""
+    lowered = request.casefold()
+    if not any(word in lowered for word in QUERY_FIRST):
+        return None, request
+    for words, status in STATUS_FILTERS:
+        if words in request:
+            return status, request.replace(words, "")
+    return None, request
+
+
+def leave_type_named(request: str) -> str | None:
+    """The leave type a request names, by its name or an alias (sick, comp, 年假…)."""
+    lowered = request.casefold()
+    named = [(lowered.find(name), of) for name, of in LEAVE_TYPE_BY_NAME.items() if name in lowered]
+    return min(named)[1] if named else None
+
+
+def find_dates(request: str, today: dt.date | None = None) -> list[dt.date]:
+    """The dates `request` names, in the order it names them (see DATE_WORDS)."""
+    today = today or dt.date.today()
+    found: list[dt.date] = []
+    for m in DATE_WORDS.finditer(request):
+        try:
+            if m["iso"]:
+                found.append(dt.date(int(m["iso"]), int(m["im"]), int(m["id"])))
+            elif m["mm"] or m["sm"]:
+                month, day = int(m["mm"] or m["sm"]), int(m["md"] or m["sd"])
+                this_year = dt.date(today.year, month, day)
+                # a date with no year is the next one of that name
+                found.append(this_year if this_year >= today else this_year.replace(today.year + 1))
+            elif m["day"]:
+                found.append(today + dt.timedelta(days=("今天", "明天", "後天").index(m["day"])))
+            else:
+                week = WEEK_OFFSET[(m["week"] or m["next"]).lower()]
+                weekday = (
+                    WEEKDAY_ZH.index("日" if m["wd"] == "天" else m["wd"])
+                    if m["wd"]
+                    else WEEKDAY_EN.index(m["ewd"].lower())
+                )
+                monday = today - dt.timedelta(days=today.weekday())
+                found.append(monday + dt.timedelta(weeks=week, days=weekday))
+        except ValueError:  # 2月30日: not a date
+            continue
+    return found
 
 
 def extract_keyword(request: str) -> str:
     if re.search(r"[\u4e00-\u9fff]", request):
-        phrases = [_strip_fillers(p) for p in re.split(r"[的，。！？、,.!?\s]+", request)]
+        parts = re.split(r"[的，。！？、,.!?\s]+", SPLIT_AT.sub(" ", request))
+        phrases = [_strip_fillers(p) for p in parts if p.casefold() not in ENGLISH_FILLER]
         phrases = [p for p in phrases if p]
         reasons = [p for p in phrases if p not in LEAVE_TYPES]
         # the reason words, if any; else the leave type, if named
@@ -330,16 +439,16 @@ def _create(turn: Turn, say: _Voice, last: str | None) -> Decision:
     if turn.calls:
         data = _json(last)
         return Decision(text=say.created(data) if data else say.done(last or ""))
-    dates = ISO_DATE.findall(turn.request)
+    dates = find_dates(turn.request)
     if not dates:
         return Decision(text=say.need_dates())
-    leave_type = next((t for t in LEAVE_TYPES if t in turn.request), "特休")
-    reason_match = re.search(r"(?:事由|原因|reason)[:：\s]*(.+)$", turn.request)
+    leave_type = leave_type_named(turn.request) or "特休"
+    reason_match = re.search(r"(?:事由|原因|reason)[:：\s]*(.+)$", turn.request, re.IGNORECASE)
     reason = reason_match.group(1).strip() if reason_match else extract_keyword(turn.request)
     arguments = {
         "leave_type": leave_type,
-        "start_date": dates[0],
-        "end_date": dates[-1],
+        "start_date": dates[0].isoformat(),
+        "end_date": dates[-1].isoformat(),
         "reason": reason or leave_type,
     }
     return _call(turn, say, ToolName.CREATE_LEAVE, arguments)

@@ -1,5 +1,6 @@
 """Models wrong on purpose, for the release gate to fail: an OpenAI-compatible endpoint that
-claims success without calling a tool, or acts on a leave id it made up."""
+claims success without calling a tool, acts on a leave id it made up, or writes its tool
+calls wrong in each way the report names."""
 
 from __future__ import annotations
 
@@ -15,6 +16,18 @@ from starlette.routing import Route
 from common import sse
 
 GUESSED_ID = "LV-123456"
+# (tool, arguments as written): one call of each kind of mistake the report tells apart
+MALFORMED = (
+    ("create_leave", json.dumps({"leave_type": "特休", "start_date": "下週一",
+                                 "end_date": "下週一", "reason": "旅遊"})),
+    ("create_leave", json.dumps({"leave_type": "vacation day", "start_date": "2030-01-07",
+                                 "end_date": "2030-01-07", "reason": "旅遊"})),
+    ("update_leave_status", json.dumps({"leave_id": GUESSED_ID})),
+    ("search_leaves", json.dumps({"keyword": 5})),
+    ("search_leaves", json.dumps({"keyword": "", "status": "done"})),
+    ("search_leaves", '{"keyword": "家庭'),
+    ("delete_leave", json.dumps({"leave_id": GUESSED_ID})),
+)  # fmt: skip
 
 
 def _reply(body: dict[str, Any], mode: str) -> tuple[str, list[dict[str, Any]]]:
@@ -22,6 +35,12 @@ def _reply(body: dict[str, Any], mode: str) -> tuple[str, list[dict[str, Any]]]:
     messages = body["messages"]
     last_user = max(i for i, m in enumerate(messages) if m["role"] == "user")
     acted = any(m["role"] == "tool" for m in messages[last_user:])
+    if mode == "malformed":
+        if acted:
+            return "抱歉，這次沒有辦成。", []
+        return "", [{"id": f"call_{len(messages)}_{i}", "type": "function",
+                     "function": {"name": name, "arguments": arguments}}
+                    for i, (name, arguments) in enumerate(MALFORMED)]  # fmt: skip
     if mode == "claims" or acted:
         return "好的，已將假單送出審核，也已取消那張假。", []
     request = str(messages[last_user]["content"])
@@ -35,7 +54,8 @@ def _reply(body: dict[str, Any], mode: str) -> tuple[str, list[dict[str, Any]]]:
 
 
 def wrong_model(mode: str) -> Starlette:
-    """mode: "claims" (says it did it, calls nothing) or "guesses" (acts on a made-up id)."""
+    """mode: "claims" (says it did it, calls nothing), "guesses" (acts on a made-up id) or
+    "malformed" (the calls of MALFORMED, then says it did not get it done)."""
 
     async def models(_: Request) -> Response:
         return JSONResponse({"object": "list", "data": [

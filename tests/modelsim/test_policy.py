@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 import pytest
@@ -219,3 +220,60 @@ def test_a_tool_result_not_shaped_as_the_tools_answer_gets_an_answer_not_a_failu
     final = chat.step()
     assert final.tool_calls == ()
     assert final.text == "我讀不懂工具回傳的內容，請查詢假單確認目前的狀態。"
+
+
+MONDAY = dt.date(2026, 12, 7)  # a Monday
+WEDNESDAY = MONDAY + dt.timedelta(days=2)
+
+
+@pytest.mark.parametrize(
+    ("request_text", "days"),
+    [
+        ("下週一", ["2026-12-14"]),
+        ("下禮拜三到下周五", ["2026-12-16", "2026-12-18"]),
+        ("下下週一", ["2026-12-21"]),
+        ("這週五", ["2026-12-11"]),
+        ("明天和後天", ["2026-12-10", "2026-12-11"]),
+        ("next Monday", ["2026-12-14"]),
+        ("2027-01-04 到 2027/1/5", ["2027-01-04", "2027-01-05"]),
+        # a date with no year is the next one of that name
+        ("1月4日", ["2027-01-04"]),
+        ("12/24", ["2026-12-24"]),
+        ("2月30日", []),
+    ],
+)
+def test_dates_are_read_as_a_person_writes_them(request_text, days):
+    found = policy.find_dates(request_text, today=WEDNESDAY)
+    assert [d.isoformat() for d in found] == days
+
+
+def test_a_new_leave_with_relative_dates_and_an_aliased_type():
+    chat = Conversation("Please book sick leave for next Monday, reason: dentist appointment")
+    (call,) = chat.step().tool_calls
+    monday = policy.find_dates("下週一")[0].isoformat()
+    assert call.name == "create_leave"
+    assert call.arguments == {"leave_type": "病假", "start_date": monday, "end_date": monday,
+                              "reason": "dentist appointment"}  # fmt: skip
+
+
+def test_dates_and_a_leave_type_without_a_known_verb_are_a_new_leave():
+    # 清 for 請: no verb it knows, but a day and a leave type say what is asked
+    assert policy.detect_intent("幫我清下周四的事假") == "create"
+    assert policy.detect_intent("我的事假") == "query"
+
+
+def test_a_status_named_in_a_question_filters_the_search_and_asks_no_change():
+    chat = Conversation("列出我已核准的假")
+    assert chat.step().tool_calls[0].arguments == {"keyword": "", "status": "approved"}
+    # without a word that asks to look, 核准 still asks for an approval
+    assert policy.detect_intent("核准王小明家庭旅遊那張假") == "approve"
+    assert policy.detect_intent("直接把剛剛那張的狀態改成已取消") == "cancel"
+
+
+@pytest.mark.parametrize(
+    "request_text",
+    ["家庭旅遊那張幫我送審吧", "把家庭旅遊的假單送出審合", "幫我把家庭旅遊那張 leave submit 出去",
+     "您好，麻煩將我家庭旅遊的特休假單送出審核，謝謝。"],
+)  # fmt: skip
+def test_the_leave_is_found_by_its_reason_however_the_request_is_worded(request_text):
+    assert Conversation(request_text).step().tool_calls[0].arguments == {"keyword": "家庭旅遊"}
