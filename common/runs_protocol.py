@@ -252,6 +252,15 @@ class Run(RunSummary):
         description="While it runs: the confirmations it waits on (also after the loop that "
         "asked restarted: answering one then lets the run go on).",
     )
+    claims_unverified: list[str] | None = Field(
+        None,
+        description=(
+            "A finished run: the leave statuses its answer claims a change to that none of "
+            'its own successful tool calls made (e.g. ["submitted"] for 「已送出審核」 with '
+            "nothing submitted); empty when every claim is backed. Such runs are counted "
+            "(leave_loop_claims_unverified_total) and left out of the training export."
+        ),
+    )
     answer: str | None = None
     result: Any = Field(None, description="The stop tool's arguments, when a stop tool ended it.")
     steps: list[Step] | None = None

@@ -30,6 +30,11 @@ def main(argv: list[str] | None = None) -> int:
         help="completed (default), max_turns, failed, cancelled, or all",
     )
     export.add_argument("--no-tool-errors", action="store_true", help="skip runs with a tool error")
+    export.add_argument(
+        "--include-flagged",
+        action="store_true",
+        help="keep runs whose answer claims a change none of their tool calls made",
+    )
     export.add_argument("--since", type=_when, help="created at or after (ISO 8601)")
     export.add_argument("--until", type=_when, help="created before (ISO 8601)")
     commands.add_parser(
@@ -91,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
                 without_tool_errors=args.no_tool_errors,
                 since=args.since,
                 until=args.until,
+                include_flagged=args.include_flagged,
             )
         finally:
             if out is not sys.stdout:

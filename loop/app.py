@@ -1,6 +1,7 @@
 """The loop's HTTP API (FastAPI: OpenAPI at /docs): the services it owns, its routes by concern."""
 
 import asyncio
+import datetime as dt
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -189,6 +190,8 @@ def _loop_config(settings: LoopSettings) -> LoopConfig:
         # The model's answer needs room too: max_tokens when set, else a typical answer.
         answer_reserve_tokens=settings.max_tokens or 512,
         tool_result_max_tokens=settings.tool_result_max_tokens,
+        # the local date, as the MCP server reads "today" (both follow TZ)
+        today=dt.date.today if settings.date_in_prompt else None,
     )
 
 

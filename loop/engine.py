@@ -187,6 +187,9 @@ class RunResult:
         return sum(1 for s in self.steps if s.type == StepKind.TOOL and s.failed)
 
 
+WEEKDAYS = "一二三四五六日"  # Monday first, as date.weekday() counts
+
+
 @dataclass
 class LoopConfig:
     system_prompt: str = SYSTEM_PROMPT
@@ -198,6 +201,16 @@ class LoopConfig:
     context_tokens: int | None = None  # None: ask the model (context_window), else no limit
     answer_reserve_tokens: int = 512  # kept free in the context for the model's answer
     tool_result_max_tokens: int = 1024  # a longer tool result is cut to this
+    # Today's date for the prompt (None: the prompt alone): a model cannot turn 下週一 into a
+    # date the server takes without knowing what day it is.
+    today: Callable[[], dt.date] | None = None
+
+    def prompt(self) -> str:
+        """The system prompt a run starts with: the trained sentences, and the date."""
+        if self.today is None:
+            return self.system_prompt
+        day = self.today()
+        return f"{self.system_prompt}\n今天是 {day.isoformat()}（星期{WEEKDAYS[day.weekday()]}）。"
 
 
 # -- the loop ------------------------------------------------------------------------------
@@ -266,7 +279,7 @@ class AgentLoop:
                 return _refused_sign_in(state, error)
             if not resuming:  # a resumed run keeps the tools it was offered
                 state.tools = [t.openai_tool() for t in catalogue.values()]
-            system = {"role": "system", "content": config.system_prompt}
+            system = {"role": "system", "content": config.prompt()}
             window = await self._context_window()
             # the same definitions every turn: their JSON counted once, not twice a turn
             tools_cost = tools_tokens(state.tools) if window is not None else 0

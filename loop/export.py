@@ -28,6 +28,7 @@ def training_example(record: RunRecord) -> dict[str, Any]:
             "status": run.status,
             "turns": run.turns,
             "created_at": run.created_at,
+            "claims_unverified": run.claims_unverified or [],
         },
     }
 
@@ -40,10 +41,16 @@ def export_runs(
     without_tool_errors: bool = False,
     since: dt.datetime | None = None,
     until: dt.datetime | None = None,
+    include_flagged: bool = False,
 ) -> int:
+    """Write the selected runs; a run whose answer claims a change it did not make is not
+    training data (it would teach the model to claim), unless `include_flagged`."""
     count = 0
     for record in _select(store, status, without_tool_errors, since, until):
-        out.write(json.dumps(training_example(record), ensure_ascii=False) + "\n")
+        example = training_example(record)
+        if example["metadata"]["claims_unverified"] and not include_flagged:
+            continue
+        out.write(json.dumps(example, ensure_ascii=False) + "\n")
         count += 1
     return count
 

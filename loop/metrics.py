@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from common.contract import ToolName
+from common.contract import LeaveStatus, ToolName
 from common.cost import CostSettings, CostSettingsCollector
 from common.runs_protocol import ConfirmationOutcome, DetectionKind, RunStatus, ToolCallOutcome
 
@@ -63,6 +63,13 @@ class LoopMetrics:
             buckets=CALL_BUCKETS,
             registry=r,
         )
+        self.claims_unverified = Counter(
+            "leave_loop_claims_unverified",
+            "Finished runs whose answer claims a change (by the status claimed) that none of "
+            "their own successful tool calls made (loop/claim_check.py).",
+            ["claim"],
+            registry=r,
+        )
         self.tokens = Counter(
             "leave_loop_tokens",
             "Model tokens by type; prompt_repeated: the prompt tokens that repeat a prefix "
@@ -106,6 +113,8 @@ class LoopMetrics:
             self.tokens.labels(kind)
         for kind in DETECTIONS:
             self.detections.labels(kind)
+        for claimed in LeaveStatus:
+            self.claims_unverified.labels(claimed)
         for tool in ToolName:
             for outcome in TOOL_OUTCOMES:
                 self.tool_duration.labels(tool, outcome)

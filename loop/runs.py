@@ -36,6 +36,7 @@ from common.runs_protocol import (
 from common.sqlite import utcnow
 
 from .auth_guard import RejectedTokens
+from .claim_check import claims_unverified
 from .engine import (
     AgentLoop,
     CallInProgress,
@@ -366,7 +367,7 @@ class RunManager:
                 session_id=run.session_id,
                 status="running",
                 input=run.input,
-                system_prompt=self.config.system_prompt,
+                system_prompt=self.config.prompt(),
                 created_at=run.created_at,
                 owner=self.instance_id,
             )
@@ -479,6 +480,8 @@ class RunManager:
         metrics.turns.observe(result.turns)
         for kind in result.detections:
             metrics.detections.labels(kind).inc()
+        for claim in claims_unverified(result.answer, result.steps):
+            metrics.claims_unverified.labels(claim).inc()
 
     def _checkpointer(self, run: ActiveRun) -> Checkpoint:
         """Saves the run's steps as they happen (and, while a confirmation waits, what resuming

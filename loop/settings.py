@@ -74,6 +74,15 @@ class LoopSettings(BaseSettings):
         SYSTEM_PROMPT,
         description="The system prompt: the three sentences the model was trained with.",
     )
+    date_in_prompt: bool = Field(
+        True,
+        description=(
+            "Append today's date (the host's local date, TZ, as the MCP server reads it) to "
+            "the system prompt, so the model can turn 下週一 into a date; false for a fine-tune "
+            "trained on the prompt alone that the line would confuse."
+        ),
+        json_schema_extra=deployed(env=True, configmap=True),
+    )
     stop_tools: CommaList = Field(
         default_factory=list,
         description=(

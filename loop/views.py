@@ -20,6 +20,8 @@ from common.runs_protocol import (
     WaitingConfirmation,
 )
 
+from .claim_check import claims_unverified
+
 if TYPE_CHECKING:
     from .store import RunRecord
 
@@ -55,6 +57,9 @@ def run_of_record(record: RunRecord, steps: list[Step] | None = None) -> Run:
         steps = [Step.from_dict(saved) for saved in record.steps or []]
     return Run.model_construct(
         **_summary(record),
+        claims_unverified=None
+        if record.status == RUNNING
+        else claims_unverified(record.answer, steps),
         answer=record.answer,
         result=record.result,
         steps=steps,

@@ -11,6 +11,8 @@ def test_each_change_worded_as_done_is_claimed():
     assert claimed_changes("已將 LV-1a2b3c 核准。") == {"approved"}
     assert claimed_changes("已將 LV-1a2b3c 駁回。") == {"rejected"}
     assert claimed_changes("已建立草稿假單 LV-1a2b3c（特休）") == {"draft"}
+    # the id after a space, as models write it
+    assert claimed_changes("已取消 LV-1a2b3c，已核准 LV-9f8e7d。") == {"cancelled", "approved"}
 
 
 def test_a_status_read_out_or_a_change_not_made_claims_nothing():

@@ -241,6 +241,19 @@ AGENT = Board(
             description="tool_call_in_content: a tool call written as text (parser setting).",
         ),
         Panel(
+            "Answers claiming a change no tool call made, in the range",
+            [
+                Query(
+                    "sum by (claim) (increase(leave_loop_claims_unverified_total[$__range]))",
+                    "{{claim}}",
+                )
+            ],
+            kind="stat",
+            thresholds=[(0, "green"), (1, "red")],
+            description="Runs flagged claims_unverified: told a person a leave was submitted, "
+            "approved, cancelled… with no such successful call (alert AnswerClaimsUnmadeChange).",
+        ),
+        Panel(
             "MCP rule refusals / s by rule",
             [Query("rule:leave_mcp_rule_refusals:rate5m", "{{rule}}")],
             unit="reqps",
