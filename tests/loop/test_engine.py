@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import asyncio
 from typing import Any
 
@@ -192,6 +194,21 @@ async def test_history_comes_between_the_system_prompt_and_the_new_request():
     model = ScriptedModel(text("again"))
     await AgentLoop(model, LoopConfig(system_prompt="custom")).run("now", FakeTools({}), history)
     assert [m["content"] for m in model.seen[0]] == ["custom", "earlier", "ok", "now"]
+
+
+async def test_today_s_date_follows_the_trained_prompt_when_given():
+    """A model cannot turn 下週一 into a date without knowing the day: the date, with its
+    weekday, is a line after the trained sentences (LOOP_DATE_IN_PROMPT)."""
+    model = ScriptedModel(text("ok"))
+    config = LoopConfig(system_prompt="custom", today=lambda: dt.date(2026, 12, 7))
+    assert config.prompt() == "custom\n今天是 2026-12-07（星期一）。"
+    await AgentLoop(model, config).run("下週一請假", FakeTools({}))
+    assert model.seen[0][0] == {
+        "role": "system",
+        "content": "custom\n今天是 2026-12-07（星期一）。",
+    }
+    sunday = LoopConfig(system_prompt="p", today=lambda: dt.date(2026, 12, 13))
+    assert sunday.prompt().endswith("（星期日）。")
 
 
 async def test_every_step_is_recorded_with_timing_and_tokens():
