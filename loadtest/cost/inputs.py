@@ -3,6 +3,7 @@ two system prompts' lengths, counted with the stack's tokenizer rather than gues
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -401,6 +402,7 @@ def measured_gpu_count(loaded: Loaded, work: Workload) -> Loaded:
 
 def prompt_tokens(loaded: Loaded) -> PromptTokens:
     """Both system prompts as one chat message each, counted as the loop and simulator count."""
+    from loop.engine import LoopConfig
     from loop.settings import LoopSettings
 
     # The loop's default prompt (LOOP_SYSTEM_PROMPT), the one the fine-tune was trained with;
@@ -408,7 +410,16 @@ def prompt_tokens(loaded: Loaded) -> PromptTokens:
     trained = LoopSettings.model_fields["system_prompt"].default
     if not isinstance(trained, str):
         raise TypeError("LoopSettings.system_prompt has no default text")
-    finetune = tokens.message_tokens({"role": "system", "content": trained})
+    # With the date line the loop adds by default (LOOP_DATE_IN_PROMPT): the fine-tune reads
+    # it, and an API model would need it as much, so both prompts carry it.
+    dated = LoopSettings.model_fields["date_in_prompt"].default
+
+    def as_sent(text: str) -> int:
+        if dated:
+            text = LoopConfig(system_prompt=text, today=dt.date.today).prompt()
+        return tokens.message_tokens({"role": "system", "content": text})
+
+    finetune = as_sent(trained)
     path = loaded.api_prompt_path
     if path is None:
         return PromptTokens(finetune, finetune, "")
@@ -417,5 +428,4 @@ def prompt_tokens(loaded: Loaded) -> PromptTokens:
     except (OSError, UnicodeDecodeError) as error:
         setting = loaded.sources["api_system_prompt_file"].setting
         raise SettingError(f"{setting}: cannot read {path}: {error}") from None
-    api = tokens.message_tokens({"role": "system", "content": text})
-    return PromptTokens(finetune, api, loaded.settings.api_system_prompt_file)
+    return PromptTokens(finetune, as_sent(text), loaded.settings.api_system_prompt_file)
