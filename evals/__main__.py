@@ -16,6 +16,7 @@ import sys
 import tempfile
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 from loadtest.backend import identify
 
@@ -58,6 +59,29 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     out = args.out or RESULTS / dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    try:
+        samples, backend, model_url = _run(args, scenarios)
+    except (TimeoutError, RuntimeError, OSError) as error:
+        # the scratch stack did not come up or went away: no verdict, not a failed gate
+        print(f"error: the gate could not run: {type(error).__name__}: {error}", file=sys.stderr)
+        return 2
+    if samples is None:
+        return 2
+    endpoint = Endpoint(url=model_url, model=args.model or backend["models"][0],
+                        served_by=backend["kind"], version=backend["version"])  # fmt: skip
+    report = build(samples, endpoint, scenarios)
+    findings = gate(report, baseline, thresholds)
+    as_json, as_md = write(report, findings, out)
+    print(as_md.read_text())
+    print(f"report: {as_json} and {as_md}")
+    return 1 if findings else 0
+
+
+def _run(
+    args: argparse.Namespace, scenarios: tuple[Scenario, ...]
+) -> tuple[list[Sample] | None, dict[str, Any], str]:
+    """Every sample on a scratch stack (the simulator too, without --model-url); None for the
+    samples when the model lists no model."""
     with ExitStack() as stack:
         workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="eval.")))
         model_url = args.model_url
@@ -69,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         if not backend["models"]:
             print(f"error: {model_url} lists no model ({'; '.join(backend['notes'])})",
                   file=sys.stderr)  # fmt: skip
-            return 2
+            return None, backend, model_url
         scratch = stack.enter_context(ScratchStack(workdir, model_url, args.model).started())
         samples: list[Sample] = []
         for scenario in scenarios:
@@ -77,14 +101,7 @@ def main(argv: list[str] | None = None) -> int:
                 sample = run_sample(scratch, scenario, number)
                 samples.append(sample)
                 print(_line(sample), flush=True)
-    endpoint = Endpoint(url=model_url, model=args.model or backend["models"][0],
-                        served_by=backend["kind"], version=backend["version"])  # fmt: skip
-    report = build(samples, endpoint, scenarios)
-    findings = gate(report, baseline, thresholds)
-    as_json, as_md = write(report, findings, out)
-    print(as_md.read_text())
-    print(f"report: {as_json} and {as_md}")
-    return 1 if findings else 0
+        return samples, backend, model_url
 
 
 def suite(chosen: str | None) -> tuple[Scenario, ...]:

@@ -82,7 +82,8 @@ def test_samples_are_counted_in_each_rate(tmp_path):
 def test_a_model_wrong_on_purpose_fails_the_gate_and_the_report_says_where(wrong, tmp_path):
     mode, url = wrong
     status, said = gate("--model-url", url, "--out", str(tmp_path))
-    assert status == 1, said
+    # 1 is a verdict, with its report; not a crash's status
+    assert status == 1 and (tmp_path / "report.json").exists(), said
     got = report(tmp_path)
     findings = got["gate"]["findings"]
     rows = {row["scenario"]: row for row in got["scenarios"]}
@@ -201,3 +202,16 @@ def test_what_the_gate_cannot_run_on_is_one_line(tmp_path):
         status, said = gate(*args, "--out", str(tmp_path / "out"))
         assert status == 2 and says in said and len(said.strip().splitlines()) == 1, said
     assert not (tmp_path / "out").exists()
+
+
+def test_a_scratch_stack_that_cannot_start_is_no_verdict_but_one_line_and_exit_2(tmp_path):
+    # the loop refuses to start with no turns at all: nothing could be scored
+    status, said = run_to_exit(
+        ["evals", "--scenarios", "query", "--out", str(tmp_path)],
+        {"LOOP_MAX_TURNS": "0"},
+        timeout=120,
+    )
+    assert status == 2, said
+    (line,) = [x for x in said.splitlines() if x.startswith("error: ")]
+    assert line.startswith("error: the gate could not run: RuntimeError: process exited")
+    assert not (tmp_path / "report.json").exists()
