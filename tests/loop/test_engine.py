@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import datetime as dt
-
 import asyncio
+import datetime as dt
 from typing import Any
 
 import pytest
