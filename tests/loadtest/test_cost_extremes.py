@@ -8,6 +8,7 @@ import os
 import resource
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
@@ -15,6 +16,7 @@ from loadtest.cost import chart, report
 from loadtest.cost.__main__ import main
 from loadtest.cost.calculate import Inputs, calculate
 from loadtest.cost.inputs import prompt_tokens, workload
+from loadtest.cost.maths import SelfHost, Traffic
 from loadtest.cost.settings import load
 from tests.support import REPO_ROOT
 
@@ -149,3 +151,16 @@ def test_the_largest_volume_accepted_finishes_in_bounded_memory(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / "cost.png").stat().st_size > 0
     assert len(done.stdout.splitlines()) < 100
+
+
+def test_the_chart_s_staircase_is_the_calculator_s_cost_at_every_point():
+    """The drawn staircase is usd_per_day wherever it is drawn: with two replicas kept its first
+    stretch costs two replicas (it was drawn as one), and scaled down it follows the hours."""
+    option = SelfHost(4.0, 1.0, Traffic.busy_hours(8, 1.0), fixed_usd_per_day=10, min_replicas=2)
+    full = option.requests_per_replica_day
+    for shape in (option, replace(option, scale_down=True)):
+        xs, ys = chart.staircase(shape, 0.0, 5 * full)
+        for x, y in zip(xs, ys, strict=True):
+            # a step's corner belongs to the stretch before or after it
+            assert y in (shape.usd_per_day(x), shape.usd_per_day(x * (1 + 1e-9))), (x, y)
+    assert chart.staircase(option, 0.0, 5 * full)[1][0] == 2 * 96 + 10
