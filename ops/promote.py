@@ -237,6 +237,8 @@ def promote(
 ) -> dict[str, Any]:
     state, router = options.state, Router(options.router)
     candidate_url = candidate_url.rstrip("/")
+    if baseline is not None and not baseline.is_file():
+        raise Refused(f"--baseline {baseline}: no such report")
     with locked(state):
         serving_urls = router.workers()
         if not serving_urls:
@@ -257,7 +259,9 @@ def promote(
         if baseline is None and record and {r.url for r in record["serving"]} == set(serving_urls):
             baseline = state / record["report"]
         if baseline is None:
-            # Nothing says how the serving model scores: gate it first, the same way.
+            # Nothing says how the serving model scores: gate it first, the same way. Its
+            # report is the baseline even when it misses a floor (exit 1): the candidate must
+            # then do no worse than what serves.
             _say(f"no baseline: gating the serving model at {serving[0].url} first")
             out = state / REPORTS / f"{stamp}-serving"
             if run_gate(serving[0], None, out, list(options.gate_args)) not in (0, 1):

@@ -585,6 +585,9 @@ def test_make_promote_and_rollback_switch_the_fine_tune_with_no_run_lost(stack, 
             assert record.returncode == 0, record.stderr[-1000:]
             steps[action] = json.loads(record.stdout)
             print(f"record after {action}: {json.dumps(steps[action]['timeline'])}")
+            if action == "rollback":  # the candidate was busy when it left: all of it finished
+                drained = steps[action]["timeline"]["drain"]["http://vllm-candidate:8000"]
+                assert drained["drained"], drained
             expected = (
                 {("leave-copilot", "leave-copilot-ft-candidate")} if action == "promote" else old
             )

@@ -242,3 +242,12 @@ def test_promote_of_a_replica_already_in_rotation_is_refused(replicas, baseline,
     )  # fmt: skip
     refused(status, stderr, "already in the router's rotation")
     assert workers(router) == [replicas["serving"]]
+
+
+def test_a_baseline_that_is_not_there_is_refused(replicas, router, tmp_path):
+    status, _, stderr = ops(
+        "promote", "--router", router, "--state-dir", str(tmp_path),
+        "--candidate", replicas["candidate"], "--baseline", str(tmp_path / "none.json"),
+    )  # fmt: skip
+    refused(status, stderr, "none.json: no such report")
+    assert workers(router) == [replicas["serving"]] and not (tmp_path / RECORD).exists()
