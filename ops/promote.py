@@ -40,6 +40,11 @@ LOCK = "promote.lock"
 # Prometheus reads this (file_sd; monitoring/prometheus/prometheus.yml, job vllm-serving): the
 # dashboards' "which fine-tune serves" panel is the `up` of these targets, by their labels.
 TARGETS = "serving-targets.json"
+# ...and this one is the vllm job's second list (the first is the layout's replicas): every
+# replica a promote or rollback has put into or out of rotation, so that a candidate's metrics
+# reach the dashboards too. A layout replica listed here has the same labels as there, and
+# Prometheus takes the two for one target (deduplicated), not two scrapes.
+REPLICAS = "replicas.json"
 REPORTS = "reports"
 DRAIN_TIMEOUT = 300.0  # seconds: a long agent turn on a busy GPU replica
 
@@ -203,6 +208,13 @@ def _write_record(state: Path, record: dict[str, Any]) -> None:
         for r in record["serving"]
     ]
     write_atomic(state / TARGETS, json.dumps(targets, indent=2) + "\n")
+    known = json.loads((state / REPLICAS).read_text()) if (state / REPLICAS).exists() else []
+    replicas = {group["targets"][0]: group for group in known}
+    for replica in (*record["serving"], *record["previous"]):
+        address = urlsplit(replica.url)
+        group = {"targets": [address.netloc], "labels": {"replica": address.hostname or ""}}
+        replicas.setdefault(address.netloc, group)
+    write_atomic(state / REPLICAS, json.dumps(sorted(replicas.values(), key=str), indent=2) + "\n")
 
 
 def run_gate(replica: Replica, baseline: Path | None, out: Path, extra: list[str]) -> int:

@@ -88,7 +88,7 @@ SERVING = Board(
             width=24,
             description="The served model and its weights' revision: the replicas the last "
             "`make promote`/`make rollback` put into the router's rotation (their vLLM root, "
-            "or the revision named; 0 while one is down), else VLLM_MODEL_REVISION or the "
+            "or the revision named; 0 when none answers), else VLLM_MODEL_REVISION or the "
             "fingerprint `make up` computes. docs/evaluation.md#promote-and-rollback",
         ),
         Panel(

@@ -492,6 +492,7 @@ def test_make_load_compose_runs_a_master_and_two_workers_against_the_stack(
 
 CANDIDATE_FILE = "tests/containers/compose.candidate.yaml"
 OPS_FILE = Path(__file__).resolve().parents[2] / "deploy" / "compose.ops.yaml"
+CANDIDATE_SERVED = 'sum(vllm:request_success_total{job="vllm", replica="vllm-candidate"})'
 SERVING_BOARD = Path(__file__).resolve().parents[2] / "monitoring/grafana/dashboards/serving.json"
 
 
@@ -593,6 +594,14 @@ def test_make_promote_and_rollback_switch_the_fine_tune_with_no_run_lost(stack, 
             )
             wait_until(lambda want=expected: identity() == want, timeout=90,
                        what=f"the identity panel after {action}")  # fmt: skip
+            if action == "promote":  # the Serving board sees the candidate's own metrics
+
+                def candidate_served() -> bool:
+                    answer = httpx.get(f"{stack.prometheus_url}/api/v1/query",
+                                       params={"query": CANDIDATE_SERVED}, timeout=5).json()  # fmt: skip
+                    return any(float(r["value"][1]) > 0 for r in answer["data"]["result"])
+
+                wait_until(candidate_served, timeout=90, what="the candidate scraped")
         promoted, rolled_back = steps["promote"], steps["rollback"]
         assert [r["url"] for r in promoted["serving"]] == ["http://vllm-candidate:8000"]
         assert sorted(r["url"] for r in promoted["previous"]) == [
