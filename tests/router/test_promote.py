@@ -34,8 +34,9 @@ pytestmark = pytest.mark.timeout(300)
 def replicas(tmp_path_factory) -> Iterator[dict[str, str]]:
     workdir = tmp_path_factory.mktemp("promote")
     with (
-        # the serving fine-tune: slow enough that requests are in flight when it leaves rotation
-        model_simulator(workdir, profile="gpu", itl_ms="60") as serving,
+        # the serving fine-tune: slow enough (seconds a request) that the clients' requests
+        # are still running on it when it leaves rotation, even on a busy machine
+        model_simulator(workdir, profile="gpu", itl_ms="200") as serving,
         model_simulator(workdir, profile="instant", model_root=CANDIDATE_ROOT) as candidate,
         model_simulator(workdir, profile="instant", model="leave-copilot-other") as other_name,
         model_simulator(workdir, profile="instant", fault="malformed_arguments") as failing,
