@@ -214,6 +214,27 @@ load-compose: $(LAYOUT) $(SYNCED) ## Locust master + LOAD_WORKERS workers in con
 		mkdir -p $(LOAD_RESULTS) && $(COMPOSE_LOAD) cp locust-master:/results/. $(LOAD_RESULTS)/; \
 		exit $$status
 
+# `make promote CANDIDATE=http://vllm-candidate:8000`: a replica serving the new fine-tune that
+# the router reaches (a service of the stack; see docs/evaluation.md#promote-and-rollback), gated,
+# put into rotation, the serving replicas drained and taken out, the record written to the
+# promote-state volume. `make rollback`: back to those replicas. SIM=1 as for load-compose;
+# PROMOTE_ARGS: more flags of `python -m ops promote` (--revision NAME, --thresholds FILE …).
+CANDIDATE ?=
+PROMOTE_ARGS ?=
+ROLLBACK_ARGS ?=
+COMPOSE_OPS = $(COMPOSE_BASE) $(if $(filter 1,$(SIM)),-f deploy/compose.sim.yaml) -f $(LAYOUT) \
+	-f deploy/compose.ops.yaml $(addprefix -f ,$(COMPOSE_FILES)) --profile ops
+OPS_RUN = $(COMPOSE_OPS) run --rm --no-deps -T ops python -m ops
+.PHONY: promote
+promote: $(LAYOUT) $(SYNCED) ## gate CANDIDATE (a replica's URL), put it into the router's rotation, drain and take out the serving replicas, record it
+	@test -n "$(CANDIDATE)" || { echo "✗ promote refused: give CANDIDATE=http://<service>:8000" >&2; exit 2; }
+	$(OPS_RUN) promote --router http://vllm-router:8000 --state-dir /state \
+		--candidate $(CANDIDATE) $(PROMOTE_ARGS)
+
+.PHONY: rollback
+rollback: $(LAYOUT) $(SYNCED) ## back to the replicas the last promote took out of rotation (from its record)
+	$(OPS_RUN) rollback --router http://vllm-router:8000 --state-dir /state $(ROLLBACK_ARGS)
+
 .PHONY: test-compose
 test-compose: $(SYNCED) ## tier: build the image and run the compose stack in real containers (podman; root)
 	$(PY) -m pytest -m containers tests/containers -p no:cacheprovider -s

@@ -122,7 +122,7 @@ class Simulator:
                         "object": "model",
                         "created": self.created,
                         "owned_by": SIMULATOR,
-                        "root": self.settings.model,
+                        "root": self.settings.model_root or self.settings.model,
                         "parent": None,
                         "max_model_len": self.settings.max_model_len,
                         "permission": [],

@@ -23,6 +23,14 @@ class SimSettings(BaseSettings):
     host: str = Field("127.0.0.1", description="Interface to bind.")
     port: int = Field(8000, ge=1, le=65535, description="Port.")
     model: str = Field("leave-copilot", description="Served model name.")
+    # Two simulators with different roots stand for two fine-tunes served under one name (the
+    # promote and rollback tests): vLLM's /v1/models says which weights it loaded the same way.
+    model_root: str = Field(
+        "",
+        max_length=200,
+        description="What `/v1/models` reports as the model's `root` (vLLM: the path of the "
+        "weights it loaded); empty: the served name.",
+    )
     max_model_len: int = Field(
         4096, ge=16, description="Context length (prompt + `max_tokens` above it → 400)."
     )

@@ -1,5 +1,5 @@
-"""`python -m ops layout|preflight|check-stack|urls|podman` — what a site's make up, make
-up-sim, make down and the rest call."""
+"""`python -m ops layout|preflight|check-stack|urls|podman|promote|rollback` — what a site's
+make up, make up-sim, make down, make promote and the rest call."""
 
 from __future__ import annotations
 
@@ -58,6 +58,59 @@ def _parser() -> argparse.ArgumentParser:
         "--file", action="append", type=Path, default=[], help="a site compose override"
     )
     check.add_argument("--timeout", type=float, default=120, help="seconds to wait for health")
+    promote = command(
+        "promote",
+        _promote,
+        "gate a candidate replica, put it into the router's rotation, "
+        "drain and take out the serving ones, record it (docs/evaluation.md)",
+    )
+    promote.add_argument(
+        "--candidate",
+        required=True,
+        help="the candidate's URL as the router reaches it (http://host:port)",
+    )
+    promote.add_argument(
+        "--revision",
+        default="",
+        help="its name in the record and on the dashboards; default: vLLM's root",
+    )
+    promote.add_argument(
+        "--model",
+        default="",
+        help="the served name the loop asks for; default: the serving replicas'",
+    )
+    promote.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="a report.json to gate against; default: the record's, or the "
+        "serving model gated first",
+    )
+    promote.add_argument(
+        "--thresholds", default="", help="the gate's thresholds file (python -m evals --thresholds)"
+    )
+    promote.add_argument(
+        "--gate-args", default="", help="more arguments for python -m evals (e.g. '--samples 3')"
+    )
+    rollback = command("rollback", _rollback, "back to the replicas the last promote took out")
+    for sub in (promote, rollback):
+        sub.add_argument(
+            "--router",
+            default="http://127.0.0.1:8000",
+            help="vllm-router's base URL (its worker API)",
+        )
+        sub.add_argument(
+            "--state-dir",
+            type=Path,
+            default=Path("var/promote"),
+            help="where the record, the lock and the gate's reports live",
+        )
+        sub.add_argument(
+            "--drain-timeout",
+            type=float,
+            default=300.0,
+            help="seconds to wait for a replica out of rotation to finish",
+        )
     return parser
 
 
@@ -108,6 +161,43 @@ def _urls(args: argparse.Namespace) -> int:
     project = compose.config(sim=args.sim, env_file=args.env_file or ENV_FILE)
     print("\n".join(urls(published_ports(project))))
     return 0
+
+
+def _promote(args: argparse.Namespace) -> int:
+    from .promote import Refused, promote
+
+    try:
+        promote(
+            _options(args),
+            args.candidate,
+            revision=args.revision,
+            model=args.model,
+            baseline=args.baseline,
+        )
+    except Refused as refusal:
+        print(f"✗ promote refused: {refusal}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _rollback(args: argparse.Namespace) -> int:
+    from .promote import Refused, rollback
+
+    try:
+        rollback(_options(args))
+    except Refused as refusal:
+        print(f"✗ rollback refused: {refusal}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _options(args: argparse.Namespace) -> Any:
+    from .promote import Options
+
+    gate_args = tuple(getattr(args, "gate_args", "").split())
+    if getattr(args, "thresholds", ""):
+        gate_args += ("--thresholds", args.thresholds)
+    return Options(args.router, args.state_dir, args.drain_timeout, gate_args)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
 
-import httpx
+# httpx2, a runtime dependency: `make promote` runs the gate in the bundle image, which has no
+# httpx (a development and load-test dependency only)
+import httpx2
 
 from .compose import REPO_ROOT
 
@@ -79,8 +81,8 @@ def wait_until(condition: Callable[[], bool], *, timeout: float, what: str) -> N
 
 def http_ok(url: str) -> bool:
     try:
-        return httpx.get(url, timeout=1.0).status_code == 200
-    except httpx.HTTPError:
+        return httpx2.get(url, timeout=1.0).status_code == 200
+    except httpx2.HTTPError:
         return False
 
 

@@ -75,11 +75,21 @@ SERVING = Board(
     panels=[
         Panel(
             "Which fine-tune serves",
-            [Query("max by (model, revision) (leave_loop_model_info)", "{{model}} {{revision}}")],
+            [
+                Query(
+                    # the last promote's record when there is one, else what the loop was
+                    # started with (`or on()` takes the right side only when the left is empty)
+                    'max by (model, revision) (up{job="vllm-serving"}) '
+                    "or on() max by (model, revision) (leave_loop_model_info)",
+                    "{{model}} {{revision}}",
+                )
+            ],
             kind="stat",
             width=24,
-            description="The served model and its weights' revision (VLLM_MODEL_REVISION, or "
-            "the fingerprint `make up` computes): after an upgrade, the new one shows here.",
+            description="The served model and its weights' revision: the replicas the last "
+            "`make promote`/`make rollback` put into the router's rotation (their vLLM root, "
+            "or the revision named; 0 when none answers), else VLLM_MODEL_REVISION or the "
+            "fingerprint `make up` computes. docs/evaluation.md#promote-and-rollback",
         ),
         Panel(
             "Requests finished / s by reason",

@@ -9,6 +9,7 @@ Docker-compatible API.
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import re
@@ -487,6 +488,129 @@ def test_make_load_compose_runs_a_master_and_two_workers_against_the_stack(
     assert (run_dir / "locust.html").stat().st_size > 0
     # the stack's own Prometheus, reached on the internal network, gave the step's figures
     assert step["prometheus"]["kv_cache_usage_max"] is not None, step["prometheus"]
+
+
+CANDIDATE_FILE = "tests/containers/compose.candidate.yaml"
+OPS_FILE = Path(__file__).resolve().parents[2] / "deploy" / "compose.ops.yaml"
+CANDIDATE_SERVED = 'sum(vllm:request_success_total{job="vllm", replica="vllm-candidate"})'
+SERVING_BOARD = Path(__file__).resolve().parents[2] / "monitoring/grafana/dashboards/serving.json"
+
+
+class RunsUnderLoad:
+    """A little load through the published loop: clients starting runs one after another."""
+
+    def __init__(self, loop_url: str, clients: int = 3) -> None:
+        self.loop_url, self.stop = loop_url, threading.Event()
+        self.outcomes: list[str] = []
+        self.threads = [threading.Thread(target=self._client) for _ in range(clients)]
+
+    def _client(self) -> None:
+        headers = {"Authorization": "Bearer demo-token-employee"}
+        with httpx.Client(base_url=self.loop_url, headers=headers, timeout=120) as http:
+            while not self.stop.is_set():
+                try:
+                    answer = http.post("/v1/runs", json={"input": "查一下我的假單"})
+                    ok = answer.status_code == 200
+                    self.outcomes.append(answer.json()["status"] if ok else str(answer.status_code))
+                except httpx.HTTPError as error:
+                    self.outcomes.append(type(error).__name__)
+
+    def __enter__(self) -> RunsUnderLoad:
+        for thread in self.threads:
+            thread.start()
+        wait_until(lambda: len(self.outcomes) >= 3, timeout=60, what="runs under load")
+        return self
+
+    def finish(self, more: int) -> None:
+        """A few more runs after the switch, then stop and wait for those in flight."""
+        target = len(self.outcomes) + more
+        wait_until(lambda: len(self.outcomes) >= target, timeout=60, what="runs after it")
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(timeout=130)
+
+    def __exit__(self, *_: object) -> None:
+        self.stop.set()
+
+
+def _identity_query() -> str:
+    board = json.loads(SERVING_BOARD.read_text())
+    (panel,) = [p for p in board["panels"] if p.get("title") == "Which fine-tune serves"]
+    return str(panel["targets"][0]["expr"])
+
+
+def test_make_promote_and_rollback_switch_the_fine_tune_with_no_run_lost(stack, engine, timings):
+    query = _identity_query()
+
+    def identity() -> set[tuple[str, str]]:
+        answer = httpx.get(f"{stack.prometheus_url}/api/v1/query", params={"query": query},
+                           timeout=5).json()  # fmt: skip
+        return {(r["metric"]["model"], r["metric"]["revision"]) for r in answer["data"]["result"]}
+
+    old = {("leave-copilot", "simulator:instant")}  # the loop's, before any promote
+    wait_until(lambda: identity() == old, timeout=60, what="the dashboard's identity panel")
+    candidate = ("-f", CANDIDATE_FILE, "--profile", "candidate")
+    started = stack.compose(*candidate, "up", "-d", "--no-deps", "vllm-candidate")
+    assert started.returncode == 0, started.stderr[-2000:]
+    try:
+
+        def candidate_healthy() -> bool:
+            listed = stack.compose(*candidate, "ps", "--format", "json", "vllm-candidate").stdout
+            return any(json.loads(line).get("Health") == "healthy" for line in listed.splitlines())
+
+        wait_until(candidate_healthy, timeout=120, what="vllm-candidate healthy")
+        files = f"COMPOSE_FILES={SITE_OVERRIDE} {CANDIDATE_FILE}"
+        common = (f"ENV_FILE={stack.env}", files, "SIM=1")
+        steps = {}
+        for action, args in (
+            ("promote", ("CANDIDATE=http://vllm-candidate:8000",
+                         "PROMOTE_ARGS=--thresholds tests/router/promote-thresholds.toml")),
+            ("rollback", ()),
+        ):  # fmt: skip
+            with RunsUnderLoad(stack.loop_url) as load:
+                began = time.monotonic()
+                done = make(engine, action, *common, *args, timeout=600)
+                timings[f"make {action}"] = time.monotonic() - began
+                in_flight_during = len(load.outcomes)
+                load.finish(more=6)
+            output = done.stdout[-4000:] + done.stderr[-3000:]
+            print(f"\nmake {action}:\n" + "\n".join(
+                line for line in done.stdout.splitlines() if line[:2].isdigit()
+            ))  # fmt: skip
+            print(f"runs under load: {len(load.outcomes)} ({in_flight_during} by the end of "
+                  f"make {action}): {dict(collections.Counter(load.outcomes))}")  # fmt: skip
+            assert done.returncode == 0, f"make {action} failed:\n{output}"
+            assert set(load.outcomes) == {"completed"}, load.outcomes
+            record = stack.compose("-f", str(OPS_FILE), "--profile", "ops", "run", "--rm",
+                                   "--no-deps", "-T", "ops", "cat", "/state/serving.json")  # fmt: skip
+            assert record.returncode == 0, record.stderr[-1000:]
+            steps[action] = json.loads(record.stdout)
+            print(f"record after {action}: {json.dumps(steps[action]['timeline'])}")
+            if action == "rollback":  # the candidate was busy when it left: all of it finished
+                drained = steps[action]["timeline"]["drain"]["http://vllm-candidate:8000"]
+                assert drained["drained"], drained
+            expected = (
+                {("leave-copilot", "leave-copilot-ft-candidate")} if action == "promote" else old
+            )
+            wait_until(lambda want=expected: identity() == want, timeout=90,
+                       what=f"the identity panel after {action}")  # fmt: skip
+            if action == "promote":  # the Serving board sees the candidate's own metrics
+
+                def candidate_served() -> bool:
+                    answer = httpx.get(f"{stack.prometheus_url}/api/v1/query",
+                                       params={"query": CANDIDATE_SERVED}, timeout=5).json()  # fmt: skip
+                    return any(float(r["value"][1]) > 0 for r in answer["data"]["result"])
+
+                wait_until(candidate_served, timeout=90, what="the candidate scraped")
+        promoted, rolled_back = steps["promote"], steps["rollback"]
+        assert [r["url"] for r in promoted["serving"]] == ["http://vllm-candidate:8000"]
+        assert sorted(r["url"] for r in promoted["previous"]) == [
+            "http://vllm-0:8000", "http://vllm-1:8000"
+        ]  # fmt: skip
+        assert {r["revision"] for r in promoted["previous"]} == {"simulator:instant"}
+        assert rolled_back["serving"] == promoted["previous"]
+    finally:
+        stack.compose(*candidate, "rm", "--stop", "--force", "vllm-candidate")
 
 
 def test_make_down_leaves_nothing_behind(stack, engine, timings):

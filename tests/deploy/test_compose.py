@@ -34,6 +34,7 @@ def sim() -> dict:
         ["compose.yaml", "compose.sim.yaml"],
         ["compose.yaml", "compose.load.yaml"],
         ["compose.yaml", "compose.sim.yaml", "compose.load.yaml"],
+        ["compose.yaml", "compose.sim.yaml", "compose.ops.yaml"],
     ],
 )
 def test_files_satisfy_the_compose_specification(files):

@@ -34,7 +34,8 @@ def test_the_vllm_job_reads_a_list_not_dns():
     job = _vllm_job()
     assert "dns_sd_configs" not in job and "static_configs" not in job
     assert [c["files"] for c in job["file_sd_configs"]] == [
-        ["/etc/prometheus-layout/vllm-replicas.yml"]
+        ["/etc/prometheus-layout/vllm-replicas.yml"],
+        ["/etc/prometheus-serving/replicas.json"],  # what make promote put into rotation
     ]
 
 
