@@ -363,6 +363,9 @@ def _switch(
             added.append(replica.url)
             _say(f"add: {replica.url} in rotation")
         timeline["add"] = _now()
+        # what each old replica holds as it leaves: the removal may itself wait for some of it
+        # (the router's call), so the count is read just before, not only after
+        leaving = {replica.url: in_flight(replica.url) or 0.0 for replica in out}
         for replica in out:
             router.remove(replica.url)
             removed.append(replica.url)
@@ -380,7 +383,8 @@ def _switch(
     drained: dict[str, Any] = {}
     for replica in out:
         done, peak = drain(replica.url, options.drain_timeout)
-        drained[replica.url] = {"drained": done, "in_flight_at_removal": peak, "at": _now()}
+        at_removal = max(peak, leaving[replica.url])
+        drained[replica.url] = {"drained": done, "in_flight_at_removal": at_removal, "at": _now()}
         _say(
             f"drain: {replica.url} "
             + (
