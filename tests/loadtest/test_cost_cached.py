@@ -245,7 +245,7 @@ def _with_records(flags: dict[str, str], records: PromptPrefix | None) -> Inputs
     measured = workload(FIXTURE, loaded)
     assert measured.summary is not None
     facts = replace(measured.summary, prompt_prefix=records)
-    work = replace(WORK, summary=facts)
+    work = replace(WORK, summary=facts, sources=measured.sources)
     return Inputs(loaded.settings, work, prompt_tokens(loaded) if "api_system_prompt_file" in
                   flags else PROMPTS)  # fmt: skip
 
@@ -283,3 +283,19 @@ def test_a_summary_without_prompt_records_says_so_in_one_line(tmp_path, capsys):
     said = [line for line in out.splitlines() if "no prompt records" in line]
     assert len(said) == 1 and "derived from the prompts' lengths" in said[0]
     assert "derived from the prompts' lengths" in out.split("## Per")[0]  # in the headline
+
+
+def test_vllm_s_prefix_cache_hit_rate_is_shown_next_to_the_records():
+    records = PromptPrefix(runs=10, calls=30, prompt_tokens=13_650, repeated_tokens=12_300)
+    inputs = _with_records({}, records)
+    assert inputs.workload.summary is not None
+    facts = replace(inputs.workload.summary, prefix_cache_hit_rate=0.42)
+    inputs = replace(inputs, workload=replace(inputs.workload, summary=facts))
+    sources = load(None, {}, FLAT_ONE_GPU).sources
+    text = markdown(build(inputs, calculate(inputs), sources, []))
+    (row,) = [line for line in text.splitlines() if "vLLM prefix-cache hit rate" in line]
+    assert "42% of the prompt tokens in the capacity step" in row
+    assert "vllm:prefix_cache_hits_total" in row
+    # without it (no Prometheus, or an older summary) there is no such row
+    plain = _with_records({}, records)
+    assert "prefix-cache hit rate" not in markdown(build(plain, calculate(plain), sources, []))
