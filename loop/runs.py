@@ -36,7 +36,6 @@ from common.runs_protocol import (
 from common.sqlite import utcnow
 
 from .auth_guard import RejectedTokens
-from .claim_check import claims_unverified
 from .engine import (
     AgentLoop,
     CallInProgress,
@@ -440,7 +439,7 @@ class RunManager:
             run.stored = True  # written here if its start could not be
         except Exception:
             logger.exception("could not record run %s", run.id)
-        self._count(run, result)
+        self._count(run, result, final)
         run_finished(span, result, run.session_id)
         await run.emit(RunFinished.of(final))
         if run.streamed:
@@ -471,7 +470,7 @@ class RunManager:
         if not remembered:  # cannot happen after the claim; never write into another's
             logger.warning("run %s: session belongs to another user; not remembered", run.id)
 
-    def _count(self, run: ActiveRun, result: RunResult) -> None:
+    def _count(self, run: ActiveRun, result: RunResult, final: Run) -> None:
         metrics = self.metrics
         metrics.runs.labels(result.status).inc()
         wall = time.perf_counter() - run.started
@@ -480,7 +479,8 @@ class RunManager:
         metrics.turns.observe(result.turns)
         for kind in result.detections:
             metrics.detections.labels(kind).inc()
-        for claim in claims_unverified(result.answer, result.steps):
+        # the run's own view judged its claims already (views.run_of_record)
+        for claim in final.claims_unverified or ():
             metrics.claims_unverified.labels(claim).inc()
 
     def _checkpointer(self, run: ActiveRun) -> Checkpoint:
@@ -532,17 +532,18 @@ class RunManager:
         metrics = self.metrics
         # A call's repeated prefix: the previous call's whole prompt (a run resends its
         # conversation); the first call's, its prompt less the person's new message.
-        previous = [0]
+        previous = 0
         new_text = tokens.message_tokens({"role": "user", "content": run.input})
 
         async def observe(event: RunEvent) -> None:
+            nonlocal previous
             if isinstance(event, ModelFinished) and event.step is not None:
                 step = event.step
                 metrics.model_duration.observe(step.duration_ms / 1000)
                 metrics.tokens.labels("prompt").inc(step.prompt_tokens)
-                repeated = previous[0] or max(0, step.prompt_tokens - new_text)
+                repeated = previous or max(0, step.prompt_tokens - new_text)
                 metrics.tokens.labels("prompt_repeated").inc(min(repeated, step.prompt_tokens))
-                previous[0] = step.prompt_tokens
+                previous = step.prompt_tokens
                 metrics.tokens.labels("completion").inc(step.completion_tokens)
             await run.emit(event)
 

@@ -14,6 +14,7 @@ from common.cost import (
     self_hosted_usd_per_run,
 )
 
+from ..summary import PromptPrefix
 from .inputs import PromptTokens, Workload
 from .maths import (
     FLAT,
@@ -151,14 +152,20 @@ def count_text(value: float) -> str:
     return f"{value:,.0f}"
 
 
+def prompt_records(inputs: Inputs) -> PromptPrefix | None:
+    """The capacity step's prompt records, when it has any calls to measure."""
+    facts = inputs.workload.summary
+    records = facts.prompt_prefix if facts else None
+    return records if records is not None and records.calls and records.runs else None
+
+
 def measured_cached_tokens(inputs: Inputs) -> tuple[float, str] | None:
     """The API input tokens per request that repeat a prefix, from the load test's prompt
     records (None without them): each call's repeated prefix as the fine-tune sent it, plus
     the API prompt's extra tokens, which every call repeats. Cached only when the calls'
     mean repeated prefix reaches MIN_CACHED_PREFIX_TOKENS."""
-    facts = inputs.workload.summary
-    records = facts.prompt_prefix if facts else None
-    if records is None or not records.calls or not records.runs:
+    records = prompt_records(inputs)
+    if records is None:
         return None
     extra = inputs.prompts.extra_per_call
     repeated = records.repeated_tokens / records.runs + extra * records.calls / records.runs
@@ -432,8 +439,7 @@ def calculate(inputs: Inputs) -> Figures:
         api_cached_input_tokens=api_in * cached_share,
         api_cached_share=cached_share,
         api_cached_share_how=cached_how,
-        api_cached_share_measured=s.api_cached_share is None
-        and measured_cached_tokens(inputs) is not None,
+        api_cached_share_measured=s.api_cached_share is None and prompt_records(inputs) is not None,
         api_output_tokens=api_out,
         api_usd_per_request=api_request,
         api_usd_per_million_tokens=api_request / (api_in + api_out) * PER_MILLION,
