@@ -124,9 +124,13 @@ def test_one_run_is_one_trace_from_the_loop_through_the_model_to_the_mcp_server(
     assert [s["name"] for s in tool_steps] == ["search_leaves", "update_leave_status"]
 
     def complete(spans: list[ReceivedSpan]) -> bool:
+        # The request's span ends after the run's (the stream closes last), so it may come
+        # in a later batch: wait for it too.
         names = [(s.service, s.name) for s in spans]
-        return names.count(("modelsim", "llm_request")) == len(model_steps) and all(
-            ("leave-mcp-server", f"tools/call {s['name']}") in names for s in tool_steps
+        return (
+            ("leave-loop", "POST /v1/runs") in names
+            and names.count(("modelsim", "llm_request")) == len(model_steps)
+            and all(("leave-mcp-server", f"tools/call {s['name']}") in names for s in tool_steps)
         )
 
     spans = run_trace(traced.receiver, final.id, complete)
