@@ -68,13 +68,18 @@ async def test_streaming_client_measures_the_configured_ttft_and_itl(start_simul
     ) as base:
         async with httpx.AsyncClient(timeout=30) as http:
             await measure_stream(base, TEXT_BODY)  # warm the server
-            before = ttft_sum_and_count((await http.get(f"{base}/metrics")).text)
-            runs = [await measure_stream(base, TEXT_BODY) for _ in range(5)]
-            after = ttft_sum_and_count((await http.get(f"{base}/metrics")).text)
+            runs, served = [], []
+            for _ in range(5):
+                before = ttft_sum_and_count((await http.get(f"{base}/metrics")).text)
+                runs.append(await measure_stream(base, TEXT_BODY))
+                after = ttft_sum_and_count((await http.get(f"{base}/metrics")).text)
+                assert after[1] - before[1] == 1
+                served.append(after[0] - before[0])
     # The server's own histogram, stamped when the first token is produced (as vLLM's engine
-    # stamps it): the simulator's wake-up, not the client's, is judged against 5 %.
-    mean = (after[0] - before[0]) / (after[1] - before[1])
-    assert within(mean, 0.080), f"server-side TTFT {mean * 1000:.1f} ms"
+    # stamps it): the simulator's wake-up, not the client's, is judged against 5 %. The
+    # median of single requests: one late wake-up on a busy machine moved a mean of five.
+    server_ttft = statistics.median(served)
+    assert within(server_ttft, 0.080), f"server-side TTFT {server_ttft * 1000:.1f} ms"
     # The client adds its socket and its own wake-up (4–12 ms on these VMs), so its bound is
     # structural: never early, and the first token arrives before the second is due, i.e.
     # it is streamed, not held back with later tokens.
