@@ -705,8 +705,8 @@ def parse_promql(query: str) -> tuple[Any, str | None]:
 
 def check_autoscalers(objects: list[Obj]) -> list[str]:
     """ScaledObjects: each Prometheus query parses, is one summed number, counts only this
-    namespace's vLLM service, names no metricName; cooldowns outlast a cold start. Every
-    PrometheusRule expression parses."""
+    namespace's vLLM service, names no metricName; cooldowns outlast a cold start; a cron
+    trigger is one KEDA accepts. Every PrometheusRule expression parses."""
     import promql_parser
 
     problems = []
@@ -735,6 +735,8 @@ def check_autoscalers(objects: list[Obj]) -> list[str]:
             metadata = trigger.get("metadata") or {}
             if "metricName" in metadata:
                 problems.append(f"{where}.metricName: deprecated since KEDA 2.10; remove it")
+            if trigger.get("type") == "cron":
+                problems += _cron_problems(obj, where, metadata)
             if trigger.get("type") != "prometheus":
                 continue
             expression, error = parse_promql(str(metadata.get("query", "")))
@@ -752,6 +754,33 @@ def check_autoscalers(objects: list[Obj]) -> list[str]:
                         f"{where}.query: {selector.name} must be scoped to "
                         f'namespace="{namespace}", service="{target}"'
                     )
+    return problems
+
+
+def _cron_problems(obj: Obj, where: str, metadata: Mapping[str, Any]) -> list[str]:
+    """A KEDA cron trigger KEDA would accept and that means what it says: a known IANA
+    timezone, five-field start and end that differ, and desiredReplicas between the
+    ScaledObject's floor and ceiling (above the ceiling KEDA would hold it at the ceiling)."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    problems = []
+    try:
+        ZoneInfo(str(metadata.get("timezone", "")))
+    except (ZoneInfoNotFoundError, ValueError):
+        problems.append(f"{where}.timezone: {metadata.get('timezone')!r} is not an IANA timezone")
+    for field in ("start", "end"):
+        if len(str(metadata.get(field, "")).split()) != 5:
+            problems.append(f"{where}.{field}: not a five-field cron expression")
+    if metadata.get("start") == metadata.get("end"):
+        problems.append(f"{where}: start and end are the same time (KEDA refuses it)")
+    lowest = int(obj["spec"].get("minReplicaCount", 0))
+    highest = int(obj["spec"].get("maxReplicaCount", 100))
+    desired = str(metadata.get("desiredReplicas", ""))
+    if not desired.isdigit() or not lowest <= int(desired) <= highest:
+        problems.append(
+            f"{where}.desiredReplicas: {desired!r} is not a count from minReplicaCount "
+            f"({lowest}) to maxReplicaCount ({highest})"
+        )
     return problems
 
 
