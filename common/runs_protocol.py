@@ -369,6 +369,12 @@ class ConfirmationResolved(_Event):
     )
     outcome: ConfirmationOutcome
     message: str
+    confirmation_id: str | None = Field(
+        None,
+        description="The question's id when a person was asked (confirmation.requested); null "
+        "when the run's `confirm` setting, or an answer given before the loop restarted, "
+        "answered it.",
+    )
 
 
 class RunFinished(Run, _Event):

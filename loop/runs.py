@@ -236,6 +236,7 @@ class RunTools:
         run, metrics = self._run, self._manager.metrics
         call = current_call.get()
         before = run.answered_before.pop(call.tool_call_id, None) if call else None
+        asked_id = None  # set when a person is asked: the resolved event names the question
         if before is not None and before[0] == message:
             # the question the person answered before the loop restarted, asked again as the
             # call is made again: their answer (a question that changed is asked anew)
@@ -253,6 +254,7 @@ class RunTools:
                 tool_call_id=call.tool_call_id if call else None,
             )
             run.confirmations[pending.id] = pending
+            asked_id = pending.id
             if call is not None:
                 run.state = call.state
             await self._manager.save_progress(run)  # resumable from here, should the loop stop
@@ -275,7 +277,11 @@ class RunTools:
             await self._manager.save_progress(run)  # answered: no longer to be resumed
         outcome = _confirmation_outcome(result)
         metrics.confirmations.labels(outcome).inc()
-        await run.emit(ConfirmationResolved.model_construct(outcome=outcome, message=message))
+        await run.emit(
+            ConfirmationResolved.model_construct(
+                outcome=outcome, message=message, confirmation_id=asked_id
+            )
+        )
         return result
 
 

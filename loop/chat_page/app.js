@@ -134,9 +134,11 @@ class Turn {
     card.node.scrollIntoView({ block: 'nearest' });
   }
 
-  // confirmation.resolved names no question: it answers the oldest one still open.
-  resolved(outcome) {
-    this.cards.find((c) => c.open)?.resolve(outcome);
+  // confirmation.resolved names the question a person was asked; one a loop of an older
+  // version sent without its id answers the oldest still open.
+  resolved(outcome, confirmationId) {
+    const open = this.cards.filter((c) => c.open);
+    (open.find((c) => c.id === confirmationId) ?? open[0])?.resolve(outcome);
   }
 
   // The run ended; a question it never said the end of (read back, not streamed) is closed
@@ -268,7 +270,7 @@ function onEvent(turn, name, data) {
       turn.ask(data);
       break;
     case 'confirmation.resolved':
-      turn.resolved(data.outcome);
+      turn.resolved(data.outcome, data.confirmation_id);
       break;
     case 'run.finished':
       finish(turn, data);

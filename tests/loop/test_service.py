@@ -13,7 +13,7 @@ import httpx
 import openai
 import pytest
 
-from common.runs_protocol import ConfirmAction
+from common.runs_protocol import ConfirmAction, ConfirmationRequested, ConfirmationResolved
 from tests.support import REPO_ROOT
 
 from .helpers import EMPLOYEE, MANAGER, OTHER, leave_status, post_run, stream_run, tool_steps
@@ -51,6 +51,16 @@ def test_cancel_declined_keeps_the_leave_then_accepted_cancels_it(stack):
     ) in [(e.event, {"outcome": getattr(e, "outcome", None)}) for e in events]
     assert final.status == "completed" and "維持已核准" in final.answer
     assert leave_status(stack, leave_id) == "approved"
+    # the answer names the question it answers, so a client with several open knows which
+    (asked,) = [e for e in events if isinstance(e, ConfirmationRequested)]
+    (resolved,) = [e for e in events if isinstance(e, ConfirmationResolved)]
+    assert resolved.confirmation_id == asked.confirmation_id is not None
+
+    # answered by the run's `confirm` setting, no person was asked: no question to name
+    events, _ = stream_run(stack.loop, {"input": "取消我表妹婚禮那張假", "confirm": "decline"})
+    assert not [e for e in events if isinstance(e, ConfirmationRequested)]
+    (resolved,) = [e for e in events if isinstance(e, ConfirmationResolved)]
+    assert resolved.outcome == "declined" and resolved.confirmation_id is None
 
     events, final = stream_run(stack.loop, {"input": "取消我表妹婚禮那張假"}, answer="accept")
     assert final.answer.startswith("已取消假單") and leave_status(stack, leave_id) == "cancelled"
