@@ -96,7 +96,11 @@ class LoopMetrics:
         self.retries = Counter(
             "leave_loop_model_retries", "Model call retries by reason.", ["reason"], registry=r
         )
-        self.in_flight = Gauge("leave_loop_runs_in_flight", "Runs executing now.", registry=r)
+        self.in_flight = Gauge(
+            "leave_loop_runs_in_flight",
+            "Runs executing now (not those waiting for a person's answer).",
+            registry=r,
+        )
         r.register(CostSettingsCollector(CostSettings()))  # the price inputs of the cost rules
         self.mcp_connects = Counter(
             "leave_loop_mcp_connects", "MCP connections opened.", registry=r

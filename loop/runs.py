@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import logging
 import secrets
@@ -261,9 +262,10 @@ class RunTools:
             await run.emit(pending.event())
             asked = time.perf_counter()
             try:
-                result = await asyncio.wait_for(
-                    asyncio.shield(pending.answer), self._manager.config.confirmation_timeout
-                )
+                async with self._manager.slot_given_up():
+                    result = await asyncio.wait_for(
+                        asyncio.shield(pending.answer), self._manager.config.confirmation_timeout
+                    )
             except TimeoutError:
                 result = ElicitResult(action="cancel")
                 if not pending.answer.done():
@@ -313,6 +315,21 @@ class RunManager:
         self._slots = asyncio.Semaphore(max_concurrent_runs)
         self._session_max = session_max_messages
         self.active: dict[str, ActiveRun] = {}
+
+    @contextlib.asynccontextmanager
+    async def slot_given_up(self) -> AsyncIterator[None]:
+        """A run waiting for a person gives its slot to other runs while it waits (a slot
+        each for open questions would leave none for anyone else) and takes one back to go
+        on, queueing like a new run if all are busy."""
+        self._slots.release()
+        self.metrics.in_flight.dec()
+        try:
+            yield
+        finally:
+            self.metrics.in_flight.inc()
+            # Shielded: cancelled while queueing, the run still leaves holding a slot, the one
+            # its `async with self._slots` gives back as it ends.
+            await asyncio.shield(self._slots.acquire())
 
     def forget_token(self, token: str) -> None:
         """A token the MCP server refused during a run: drop its connection and remember the

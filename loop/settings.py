@@ -142,7 +142,8 @@ class LoopSettings(BaseSettings):
     max_concurrent_runs: int = Field(
         64,
         ge=1,
-        description="Runs executing at once (the rest wait).",
+        description="Runs executing at once (the rest wait); a run waiting for a person's "
+        "confirmation does not count.",
         json_schema_extra=deployed(env=True, configmap=True),
     )
     session_max_messages: int = Field(
