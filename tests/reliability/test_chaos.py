@@ -36,7 +36,7 @@ from sqlalchemy import select
 
 from common.contract import StepOutcome, step_failed
 from common.run_conversation import RunRefused, StreamEnded, always
-from common.runs_protocol import RunFinished
+from common.runs_protocol import Run, RunFinished
 from loadtest.client import StreamingClient, TimedRunClient
 from mcp_server.storage import AuditEntry, Balance, Database, Leave
 from ops.services import ServiceProcess, free_port, http_ok, seed_database, wait_until
@@ -199,11 +199,46 @@ class Driver:
             except (OSError, RunRefused, http.client.HTTPException) as error:
                 # RunRefused: the run, or an answer to its question (ReplyRefused), refused
                 task.note += f"[{type(error).__name__}, attempt {attempt}]"
+                if isinstance(error, RunRefused) and error.status == 409:
+                    # The loop stopped while the run waited for its answer, and the loop that
+                    # started next took the run over: it runs, with no stream to give again
+                    # ("follow it at /v1/runs/…"). Its client follows it and answers it there.
+                    self.follow(task, control)
+                    return
             stream.close()
             control.close()
             # The loop is down or restarting: the same run id again either starts the run
             # (it never began) or returns the stored one.
             wait_until(self.loop_ready, timeout=120, what="the loop ready again")
+
+    def follow(self, task: Task, control: StreamingClient) -> None:
+        """Read the run until it ends, answering each question it shows once (as the chat
+        page does after a lost stream)."""
+        answered: set[str] = set()
+        path = f"/v1/runs/{task.run_id}"
+
+        def ended() -> bool:
+            try:
+                status, body = control.request("GET", path)
+                if status != 200:
+                    return False
+                run = Run.model_validate_json(body)
+                if run.status != "running":
+                    task.final = RunFinished.of(run)
+                    return True
+                for question in run.confirmations or []:
+                    if question.confirmation_id not in answered:
+                        answer = {"action": task.answer}
+                        control.request(
+                            "POST", f"{path}/confirmations/{question.confirmation_id}", answer
+                        )
+                        answered.add(question.confirmation_id)
+            except (OSError, http.client.HTTPException):
+                pass  # the loop restarting: read again
+            return False
+
+        wait_until(ended, timeout=120, what=f"the run {task.run_id} a restarted loop took over")
+        task.note += f"[followed, {len(answered)} answered]"
 
 
 @pytest.fixture
