@@ -117,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
+    # `auto` resolved once, before serving: an address that cannot be found stops the start
+    settings = settings.model_copy(update={"peer_url": settings.peer_address()})
     with opening("LOOP_STORE_URL", "the run store"):
         store = RunStore(settings.store_url)
     traces = tracing.start(

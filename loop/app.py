@@ -16,6 +16,7 @@ from common.limits import BodySizeLimit, HeaderSizeLimit
 from .api import chat_page, docs, handlers, health, openai_facade, runs
 from .api.auth import AuthGuard
 from .api.errors import error_body, errors
+from .api.forward import peer_client
 from .auth_guard import FailureLimiter, RejectedTokens
 from .engine import LoopConfig
 from .mcp_pool import McpPool
@@ -81,6 +82,10 @@ def _lifespan(
         rejected = RejectedTokens(settings.rejected_token_cache_seconds)
         manager = _run_manager(settings, metrics, store, pool, model, rejected)
         await manager.mark_interrupted()
+        if manager.peer_url is not None:
+            logger.info(
+                "loop %s: other replicas reach it at %s", manager.instance_id, manager.peer_url
+            )
         lease = asyncio.create_task(manager.keep_lease())
         app.state.settings = settings
         app.state.metrics = metrics
@@ -92,6 +97,7 @@ def _lifespan(
             FailureLimiter(settings.auth_failure_limit, settings.auth_failure_window_seconds),
         )
         app.state.probe = httpx2.AsyncClient(timeout=3.0)
+        app.state.peers = peer_client()  # requests about runs other loop replicas hold
         try:
             yield
         finally:
@@ -101,6 +107,7 @@ def _lifespan(
             await pool.close()
             await model.close()
             await app.state.probe.aclose()
+            await app.state.peers.aclose()
             store.dispose()
 
     return lifespan
@@ -161,6 +168,7 @@ def _run_manager(
         instance_id=settings.identity,
         lease_seconds=settings.lease_seconds,
         rejected=rejected,
+        peer_url=settings.peer_address(),  # resolved already by `python -m loop`
     )
 
 

@@ -302,11 +302,13 @@ class RunManager:
         instance_id: str = "loop",
         lease_seconds: float = 30.0,
         rejected: RejectedTokens | None = None,
+        peer_url: str | None = None,
     ) -> None:
         self.pool = pool
         self.rejected = rejected or RejectedTokens(30.0)  # shared with the sign-in check
         self.instance_id = instance_id  # who owns the runs this manager starts
         self.lease_seconds = lease_seconds
+        self.peer_url = peer_url  # where the other loops reach this one (None: they cannot)
         self.config = config
         self.store = store
         self.metrics = metrics
@@ -645,7 +647,7 @@ class RunManager:
         runs on the same store are left alone. Takes this loop's lease first. A run that was
         waiting for a person's confirmation is taken over instead (see adopt): it goes on
         once they answer. Returns how many were marked."""
-        await self.store.renew_lease(self.instance_id)
+        await self.store.renew_lease(self.instance_id, self.peer_url)
         marked, waiting = await self.store.take_over(self.instance_id, self.lease_seconds)
         for record in waiting:
             self.adopt(record)
@@ -721,7 +723,7 @@ class RunManager:
         while True:
             await asyncio.sleep(every)
             try:
-                await self.store.renew_lease(self.instance_id)
+                await self.store.renew_lease(self.instance_id, self.peer_url)
                 swept, waiting = await self.store.take_over(
                     self.instance_id, self.lease_seconds, own=False
                 )
@@ -732,6 +734,13 @@ class RunManager:
                 self.adopt(record)
             if swept:
                 logger.warning("marked %d run(s) of a loop that stopped as interrupted", swept)
+
+    async def holder_url(self, run_id: str, user_key: str) -> str | None:
+        """Where to send a request about the user's run when another live loop holds it and
+        can be reached (None: this loop answers it as best it can)."""
+        if run_id in self.active:
+            return None
+        return await self.store.holder_url(run_id, user_key, self.instance_id, self.lease_seconds)
 
     async def release_lease(self) -> None:
         """At a clean stop: this loop's runs have ended, nobody need wait for its lease."""

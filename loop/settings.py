@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 
 from pydantic import Field, SecretStr, model_validator
@@ -14,6 +15,7 @@ from common.entrypoint import (
     HttpUrl,
     LogLevel,
     OptionalHttpUrl,
+    StartupError,
     https_or_loopback,
 )
 from common.settings_meta import deployed
@@ -239,6 +241,20 @@ class LoopSettings(BaseSettings):
         ),
         json_schema_extra=deployed(shown_default="host name:port"),
     )
+    peer_url: str | None = Field(
+        None,
+        max_length=512,
+        pattern=r"^(auto|https?://[^/?#\s]+/?)$",
+        description=(
+            "Where the other loop replicas on this store reach this one: a confirmation's "
+            "answer, a cancel, a read of a waiting run or a chat front end's yes or no that "
+            "lands on a replica not holding the run is sent on to the one that does. `auto`: "
+            "http://(this host name's address):`LOOP_PORT`, a pod's IP on Kubernetes; or a URL "
+            "(`http://10.0.3.7:8080`). Unset: that replica refuses it (404, or 503 to a chat "
+            "front end)."
+        ),
+        json_schema_extra=deployed(configmap="auto", shown_default="unset"),
+    )
     lease_seconds: float = Field(
         30.0,
         ge=1,
@@ -321,8 +337,36 @@ class LoopSettings(BaseSettings):
             )
         return self
 
+    def peer_address(self) -> str | None:
+        """LOOP_PEER_URL as the other loops are to use it (`auto` resolved)."""
+        if self.peer_url != "auto":
+            return self.peer_url
+        try:
+            return f"http://{own_address()}:{self.port}"
+        except OSError as error:
+            raise StartupError(
+                f"LOOP_PEER_URL: auto: this host has no address the others could reach "
+                f"({error}); give the URL instead"
+            ) from None
+
     @property
     def identity(self) -> str:
         """Stable across restarts of the same loop (so it recognises its own runs), distinct
         for two loops on one host (they listen on different ports)."""
         return self.instance_id or f"{socket.gethostname()}:{self.port}"
+
+
+def own_address() -> str:
+    """This host's address as the others on its network reach it: its name's (a pod's IP on
+    Kubernetes), unless that is a loopback one (podman maps a container's name to 127.0.0.1),
+    then the address of the interface its default route leaves by."""
+    try:
+        named = socket.gethostbyname(socket.gethostname())
+    except OSError:
+        named = "127.0.0.1"
+    if not ipaddress.ip_address(named).is_loopback:
+        return named
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect(("192.0.2.1", 9))  # UDP: nothing is sent, the kernel only picks a route
+        address: str = probe.getsockname()[0]
+    return address

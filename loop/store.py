@@ -107,6 +107,8 @@ class LoopInstance(Base):
 
     id: Mapped[str] = mapped_column(String(128), primary_key=True)
     renewed_at: Mapped[dt.datetime] = mapped_column(UtcDateTime, default=utcnow)
+    # Where the other loops reach it (LOOP_PEER_URL); NULL: they cannot.
+    url: Mapped[str | None] = mapped_column(String(512))
 
 
 class SessionRecord(Base):
@@ -435,10 +437,30 @@ class SyncRunStore:
                 cursor, {"run_id": run_id, "steps": steps, "suspended": suspended}
             )
 
-    def renew_lease(self, instance_id: str) -> None:
-        """This loop is alive: its runs are its own for another lease."""
+    def renew_lease(self, instance_id: str, url: str | None = None) -> None:
+        """This loop is alive (and reached at `url`): its runs are its own for another lease."""
         with self._writer() as s, s.begin():
-            s.merge(LoopInstance(id=instance_id, renewed_at=utcnow()))
+            s.merge(LoopInstance(id=instance_id, renewed_at=utcnow(), url=url))
+
+    def holder_url(
+        self, run_id: str, user_key: str, instance_id: str, lease_seconds: float
+    ) -> str | None:
+        """Where the user's running run is held when another live loop holds it, and that
+        loop can be reached; None otherwise."""
+        with self._session() as s:
+            record = s.get(RunRecord, run_id)
+            if (
+                record is None
+                or record.user_key != user_key
+                or record.status != "running"
+                or record.owner in (None, instance_id)
+            ):
+                return None
+            holder = s.get(LoopInstance, record.owner)
+            alive = utcnow() - dt.timedelta(seconds=lease_seconds)
+            if holder is None or holder.renewed_at < alive:
+                return None
+            return holder.url
 
     def release_lease(self, instance_id: str) -> None:
         with self._writer() as s, s.begin():
@@ -616,8 +638,16 @@ class RunStore:
     async def session_owner(self, session_id: str) -> str | None:
         return await self._read(partial(self.sync.session_owner, session_id))
 
-    async def renew_lease(self, instance_id: str) -> None:
-        await self._read(partial(self.sync.renew_lease, instance_id))
+    async def renew_lease(self, instance_id: str, url: str | None = None) -> None:
+        await self._read(partial(self.sync.renew_lease, instance_id, url))
+
+    async def holder_url(
+        self, run_id: str, user_key: str, instance_id: str, lease_seconds: float
+    ) -> str | None:
+        """See SyncRunStore.holder_url."""
+        return await self._read(
+            partial(self.sync.holder_url, run_id, user_key, instance_id, lease_seconds)
+        )
 
     async def release_lease(self, instance_id: str) -> None:
         await self._read(partial(self.sync.release_lease, instance_id))

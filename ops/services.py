@@ -186,9 +186,13 @@ def loop_service(
     workdir: Path, model_url: str, mcp_url: str, store_url: str | None = None, **env: str
 ) -> Iterator[tuple[str, str]]:
     """`python -m loop` on a free port (its store at `store_url`, else a new SQLite file);
-    yields (base URL, store URL)."""
+    yields (base URL, store URL). `peer_url="self"`: the other loops on its store reach it at
+    its own URL."""
     port = free_port()
     store_url = store_url or f"sqlite:///{workdir / f'loop-{port}.db'}"
+    base = f"http://127.0.0.1:{port}"
+    if env.get("peer_url") == "self":
+        env["peer_url"] = base
     settings = {
         "LOOP_PORT": str(port),
         "LOOP_MODEL_BASE_URL": model_url,
@@ -196,7 +200,6 @@ def loop_service(
         "LOOP_STORE_URL": store_url,
         **{f"LOOP_{k.upper()}": v for k, v in env.items()},
     }
-    base = f"http://127.0.0.1:{port}"
     with running(["loop"], settings, workdir / f"loop-{port}.log", f"{base}/healthz"):
         yield base, store_url
 

@@ -49,8 +49,10 @@ ERROR_MEANINGS = {
     429: "Too many failed authentications from this address; see Retry-After.",
     431: "Request header fields too large.",
     503: "The leave MCP server is unavailable, or the run store could not record the run (it "
-    "did not run); on the facade also: the model could not answer a housekeeping request, or "
-    "the confirmation answered waits on another loop instance.",
+    "did not run); the loop replica holding the run did not take the request relayed to it "
+    "(see Retry-After); on the facade also: the model could not answer a housekeeping request, "
+    "or the confirmation answered waits on another loop replica that others cannot reach "
+    "(LOOP_PEER_URL unset).",
 }
 AUTH_ERRORS = (400, 401, 403, 429, 503)
 # The OpenAI clients' names for these statuses (as vLLM answers them), else the status's own.

@@ -43,6 +43,7 @@ from .auth import Authenticated, User, manager_of
 from .bodies import UnicodeJSONRoute
 from .errors import AUTH_ERRORS, OpenAIError, errors, excerpt, openai_error
 from .facade_replies import Completion, FixedReply, Reply, RunReply, TaskReply, streamed, whole
+from .forward import HolderUnreachable, forward, holder_of
 from .runs import MAX_INPUT_CHARS
 
 router = APIRouter(tags=["openai"], route_class=UnicodeJSONRoute)
@@ -203,6 +204,9 @@ async def chat_completions(body: ChatRequest, user: Authenticated, request: Requ
     except BadChat as error:
         return openai_error(400, str(error), error.param)
     manager = manager_of(request)
+    relayed = await _relayed(request, manager, user, history)
+    if relayed is not None:
+        return relayed
     if conversation is not None and session is not None:
         owner = await manager.store.session_owner(session)
         if owner is not None and owner != user.key:
@@ -216,6 +220,30 @@ async def chat_completions(body: ChatRequest, user: Authenticated, request: Requ
             refused.headers["Retry-After"] = "1"
         return refused
     return streamed(completion, reply) if body.stream else await whole(completion, reply)
+
+
+async def _relayed(
+    request: Request, manager: RunManager, user: User, history: list[dict[str, Any]]
+) -> Response | None:
+    """The reply of the loop that holds the run whose question the conversation last showed,
+    when that is another live loop: the person's answer (or whatever they said instead) is
+    for the run, and the run is there."""
+    marker = confirm.marker_of(history)
+    if marker is None or marker[0] in manager.active:
+        return None
+    holder = await holder_of(request, manager, marker[0], user.key)
+    if holder is None:
+        return None
+    try:
+        return await forward(request, holder, manager.instance_id)
+    except HolderUnreachable:
+        refused = openai_error(
+            503,
+            "the loop holding this conversation's question did not answer; try again",
+            "messages",
+        )
+        refused.headers["Retry-After"] = "1"
+        return refused
 
 
 def facade_refusal(error: dict[str, Any]) -> tuple[str, str | None]:

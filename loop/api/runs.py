@@ -4,6 +4,7 @@ answer its confirmations."""
 import functools
 import json
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 import jsonschema
@@ -37,6 +38,7 @@ from ..runs import (
 from .auth import Authenticated, manager_of
 from .bodies import UnicodeJSONRoute
 from .errors import AUTH_ERRORS, errors
+from .forward import HolderUnreachable, forward, holder_of
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"], route_class=UnicodeJSONRoute)
 
@@ -130,9 +132,18 @@ async def list_runs(
 @router.get("/{run_id}", response_model=Run, responses=errors(404, *AUTH_ERRORS))
 async def get_run(run_id: str, user: Authenticated, request: Request) -> Response:
     """The run as it stands: while it runs, what it has not done yet is null."""
-    record = await manager_of(request).record(run_id, user.key)
+    manager = manager_of(request)
+    record = await manager.record(run_id, user.key)
     if record is None:
         raise HTTPException(404, "no such run")
+    if record.status == "running" and run_id not in manager.active:
+        # its open questions are in the memory of the loop that holds it: ask that loop
+        holder = await holder_of(request, manager, run_id, user.key)
+        if holder is not None:
+            try:
+                return await forward(request, holder, manager.instance_id)
+            except HolderUnreachable:
+                pass  # the run as its holder last saved it
     return _json(record)
 
 
@@ -140,20 +151,45 @@ async def get_run(run_id: str, user: Authenticated, request: Request) -> Respons
 async def cancel_run(run_id: str, user: Authenticated, request: Request) -> Response:
     manager = manager_of(request)
     run = manager.active.get(run_id)
+    if run is None or run.user_key != user.key:
+        holder = await holder_of(request, manager, run_id, user.key)
+        if holder is not None:
+            return await _relayed(request, holder)
     if run is None or run.user_key != user.key or not manager.cancel(run_id, user.key, user.token):
         raise HTTPException(404, "no such running run")
     return _json(await _outcome(run))
 
 
+@dataclass(frozen=True)
+class HeldElsewhere:
+    """The run is another live loop's: the request goes there."""
+
+    url: str
+
+
 async def pending_confirmation(
     run_id: str, confirmation_id: str, user: Authenticated, request: Request
-) -> PendingConfirmation:
-    """The caller's confirmation being answered; 404 before the answer is even read."""
-    run = manager_of(request).active.get(run_id)
+) -> PendingConfirmation | HeldElsewhere:
+    """The caller's confirmation being answered (or the loop that holds its run); 404 before
+    the answer is even read."""
+    manager = manager_of(request)
+    run = manager.active.get(run_id)
     pending = run.confirmations.get(confirmation_id) if run and run.user_key == user.key else None
-    if pending is None:
+    if pending is not None:
+        return pending
+    holder = None if run else await holder_of(request, manager, run_id, user.key)
+    if holder is None:
         raise HTTPException(404, "no such pending confirmation")
-    return pending
+    return HeldElsewhere(holder)
+
+
+async def _relayed(request: Request, holder: str) -> Response:
+    try:
+        return await forward(request, holder, manager_of(request).instance_id)
+    except HolderUnreachable:
+        raise HTTPException(
+            503, "the loop holding this run did not answer; try again", {"Retry-After": "1"}
+        ) from None
 
 
 @router.post(
@@ -166,9 +202,11 @@ async def answer_confirmation(
     confirmation_id: str,
     body: ConfirmationAnswer,
     user: Authenticated,
-    pending: Annotated[PendingConfirmation, Depends(pending_confirmation)],
+    pending: Annotated[PendingConfirmation | HeldElsewhere, Depends(pending_confirmation)],
     request: Request,
-) -> dict[str, str]:
+) -> dict[str, str] | Response:
+    if isinstance(pending, HeldElsewhere):
+        return await _relayed(request, pending.url)
     content = None
     if body.action == "accept":
         content = accept_content(pending.schema) if body.content is None else body.content

@@ -38,6 +38,9 @@ K8S_PRODUCTION_SETTINGS = {
     "loop": {"LOOP_CHAT_DEMO_SIGN_IN": "false"},  # production: no demo employees offered
 }
 
+# Set on Kubernetes only: compose runs one loop, with no other replica to send requests on to.
+K8S_ONLY_SETTINGS = {"mcp-server": set(), "loop": {"LOOP_PEER_URL"}}
+
 
 @cache
 def project(*, sim: bool = False) -> dict[str, Any]:
@@ -95,7 +98,8 @@ def test_each_service_has_composes_settings_and_values(rendered, name):
     objects = rendered("gpu")
     ours = k8s_environment(objects, find(objects, "Deployment", name), name)
     theirs = {k: str(v) for k, v in (service(name)["environment"] or {}).items()}
-    only_compose, only_k8s = sorted(set(theirs) - set(ours)), sorted(set(ours) - set(theirs))
+    only_compose = sorted(set(theirs) - set(ours))
+    only_k8s = sorted(set(ours) - set(theirs) - K8S_ONLY_SETTINGS[name])
     assert (only_compose, only_k8s) == ([], []), (
         f"{name}: settings only compose sets {only_compose} (add them to "
         f"deploy/k8s/base/{name}.env, or to a Secret), only Kubernetes sets {only_k8s}"

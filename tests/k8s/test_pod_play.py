@@ -85,12 +85,14 @@ def play(tmp_path_factory, timings) -> Iterator[Play]:
 
     objects = k8s.render("sim")
     bundle = _image(objects, "Deployment", "mcp-server")
-    # The image from this tree, under this tier's own tag (podplay.py says why); built afresh,
-    # as the container tier does, since buildah 1.28 may reuse a stale COPY layer.
+    # The image from this tree, under this tier's own tag (podplay.py says why); built afresh
+    # with --no-cache, as the container tier builds, since buildah 1.28 reuses a stale COPY
+    # layer (seen: a module added to loop/ missing from the played pods).
     ours = f"localhost/{bundle.split(':')[0]}:{PLAYED_TAG}"
     podman("rmi", "--force", ours, check=False)
     build = subprocess.run(
-        ["podman", "build", "-q", "--format", "docker", "-f", "docker/Dockerfile", "-t", ours, "."],
+        ["podman", "build", "-q", "--no-cache", "--format", "docker", "-f", "docker/Dockerfile",
+         "-t", ours, "."],
         cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     if build.returncode != 0:
@@ -240,6 +242,30 @@ def test_both_routers_send_a_session_to_the_same_replica(play):
             assert answer.status_code == 200, answer.text[:300]
         moved = [after - was for after, was in zip(served(), before, strict=True)]
         assert sorted(moved) == [0, 4], f"{session}: requests per replica {moved}"
+
+
+def test_an_answer_sent_to_the_loop_replica_not_holding_the_run_reaches_it(play):
+    """No client affinity: the run waits on loop-pod-0, its question is read and answered on
+    loop-pod-1, which sends both on to loop-pod-0 (LOOP_PEER_URL=auto: the pod's address)."""
+    headers = {"Authorization": "Bearer demo-token-manager"}  # M001's approved leave
+    holder = f"http://{play.address('loop-pod-0')}:8080"
+    other = f"http://{play.address('loop-pod-1')}:8080"
+    waiting = StreamedRun(holder, {"input": "取消我年度健康檢查那張假"}, headers, timeout=90)
+    waiting.in_background()
+    assert waiting.wait_for("confirmation.requested", 60), waiting.events
+    run_id, question = waiting.run_id, waiting.question
+    assert question is not None
+    shown = httpx.get(f"{other}/v1/runs/{run_id}", headers=headers, timeout=10).json()
+    assert [c["confirmation_id"] for c in shown["confirmations"] or []] == [
+        question.confirmation_id
+    ], shown
+    answered = httpx.post(
+        f"{other}/v1/runs/{run_id}/confirmations/{question.confirmation_id}",
+        json={"action": "decline"}, headers=headers, timeout=30,
+    )  # fmt: skip
+    assert answered.status_code == 200, answered.text[:300]
+    assert waiting.join(60) and waiting.final is not None, waiting.events
+    assert waiting.final.status == "completed" and "維持已核准" in (waiting.final.answer or "")
 
 
 def test_a_loop_replica_stopped_while_its_run_waits_leaves_the_run_to_the_other(play):

@@ -18,7 +18,7 @@ from tests.schemas import shipped
 from tests.support import run_to_exit
 
 CREATED = dt.datetime(2026, 1, 5, 9, 30, tzinfo=dt.UTC)
-REVISIONS = ["l0001", "l0002", "l0003"]
+REVISIONS = ["l0001", "l0002", "l0003", "l0004"]
 # Rows as an older loop wrote them; each schema takes the columns it had.
 ROWS = {
     "runs": [
@@ -176,7 +176,7 @@ def test_the_schema_command_names_the_revision_and_changes_nothing(tmp_path):
     assert run_to_exit(["loop", "schema"], env) == (
         0,
         "the run store: no schema version (empty, or made before migrations); the next start "
-        "applies l0001, l0002, l0003\n",
+        "applies l0001, l0002, l0003, l0004\n",
     )
     RunStore(env["LOOP_STORE_URL"]).dispose()
     assert run_to_exit(["loop", "schema"], env) == (
