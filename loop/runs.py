@@ -737,7 +737,8 @@ class RunManager:
 
     async def holder_url(self, run_id: str, user_key: str) -> str | None:
         """Where to send a request about the user's run when another live loop holds it and
-        can be reached (None: this loop answers it as best it can)."""
+        can be reached (None: this loop answers it as best it can; it holds the run itself,
+        or nobody does)."""
         if run_id in self.active:
             return None
         return await self.store.holder_url(run_id, user_key, self.instance_id, self.lease_seconds)

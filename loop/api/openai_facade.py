@@ -229,7 +229,7 @@ async def _relayed(
     when that is another live loop: the person's answer (or whatever they said instead) is
     for the run, and the run is there."""
     marker = confirm.marker_of(history)
-    if marker is None or marker[0] in manager.active:
+    if marker is None:
         return None
     holder = await holder_of(request, manager, marker[0], user.key)
     if holder is None:

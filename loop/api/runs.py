@@ -136,7 +136,7 @@ async def get_run(run_id: str, user: Authenticated, request: Request) -> Respons
     record = await manager.record(run_id, user.key)
     if record is None:
         raise HTTPException(404, "no such run")
-    if record.status == "running" and run_id not in manager.active:
+    if record.status == "running":
         # its open questions are in the memory of the loop that holds it: ask that loop
         holder = await holder_of(request, manager, run_id, user.key)
         if holder is not None:
@@ -151,7 +151,7 @@ async def get_run(run_id: str, user: Authenticated, request: Request) -> Respons
 async def cancel_run(run_id: str, user: Authenticated, request: Request) -> Response:
     manager = manager_of(request)
     run = manager.active.get(run_id)
-    if run is None or run.user_key != user.key:
+    if run is None:
         holder = await holder_of(request, manager, run_id, user.key)
         if holder is not None:
             return await _relayed(request, holder)
@@ -177,7 +177,7 @@ async def pending_confirmation(
     pending = run.confirmations.get(confirmation_id) if run and run.user_key == user.key else None
     if pending is not None:
         return pending
-    holder = None if run else await holder_of(request, manager, run_id, user.key)
+    holder = await holder_of(request, manager, run_id, user.key)
     if holder is None:
         raise HTTPException(404, "no such pending confirmation")
     return HeldElsewhere(holder)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,27 +40,16 @@ def replicas(tmp_path_factory) -> Iterator[Replicas]:
     workdir = tmp_path_factory.mktemp("replicas")
     store = f"sqlite:///{workdir / 'loop.db'}"
     mcp_db = f"sqlite:///{workdir / 'leave.db'}"
-    with (
-        mcp_server(workdir, mcp_db) as mcp,
-        model_simulator(workdir, profile="instant") as sim,
-        loop_service(
-            workdir,
-            f"{sim}/v1",
-            f"{mcp}/mcp",
-            store,
-            peer_url="self",
-            confirmation_timeout_seconds="60",
-        ) as (first, _),
-        loop_service(
-            workdir,
-            f"{sim}/v1",
-            f"{mcp}/mcp",
-            store,
-            peer_url="self",
-            confirmation_timeout_seconds="60",
-        ) as (second, _),
-    ):
-        yield Replicas(first, second, store, workdir, f"{mcp}/mcp", f"{sim}/v1", mcp_db)
+    with mcp_server(workdir, mcp_db) as mcp, model_simulator(workdir, profile="instant") as sim:
+
+        def replica() -> AbstractContextManager[tuple[str, str]]:
+            return loop_service(
+                workdir, f"{sim}/v1", f"{mcp}/mcp", store, peer_url="self",
+                confirmation_timeout_seconds="60",
+            )  # fmt: skip
+
+        with replica() as (first, _), replica() as (second, _):
+            yield Replicas(first, second, store, workdir, f"{mcp}/mcp", f"{sim}/v1", mcp_db)
 
 
 def waiting_run(
