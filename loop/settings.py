@@ -249,7 +249,8 @@ class LoopSettings(BaseSettings):
             "Where the other loop replicas on this store reach this one: a confirmation's "
             "answer, a cancel, a read of a waiting run or a chat front end's yes or no that "
             "lands on a replica not holding the run is sent on to the one that does. `auto`: "
-            "http://(this host name's address):`LOOP_PORT`, a pod's IP on Kubernetes; or a URL "
+            "http://(this host's address):`LOOP_PORT` (its name's, else the default route's "
+            "interface's), a pod's IP on Kubernetes; or a URL "
             "(`http://10.0.3.7:8080`). Unset: that replica refuses it (404, or 503 to a chat "
             "front end)."
         ),
